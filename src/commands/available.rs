@@ -1,0 +1,21 @@
+//! `RATELIMIT.AVAILABLE key [CLIENT id]`: permits available now. Read-only: it computes what
+//! pruning would give instead of pruning, so it answers on replicas and never touches a TTL.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::{byte_args, client_option};
+use crate::args::Tokens;
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::store::Limiter;
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let mut tokens = Tokens::new(&args);
+    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let client = client_option(&mut tokens)?;
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, key, Access::Read)?;
+    Ok(RedisValue::Integer(limiter.available(client, now)?))
+}

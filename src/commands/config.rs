@@ -1,0 +1,59 @@
+//! `RATELIMIT.CONFIG key`: the limiter's configuration as a map (a flat array in RESP2):
+//! `rate`, `interval`, `type` (`OVERALL` | `PER_CLIENT`), `keepAliveTime`; nil if it does not exist.
+
+use std::os::raw::{c_char, c_long};
+
+use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+
+use super::byte_args;
+use crate::error::Error;
+use crate::key::Access;
+use crate::limiter::{Config, Mode};
+use crate::store::Limiter;
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let [key] = args.as_slice() else {
+        return Err(Error::WrongArity.into());
+    };
+    let limiter = Limiter::open(ctx, key, Access::Read)?;
+    match limiter.config()? {
+        None => Ok(RedisValue::Null),
+        Some(config) => {
+            reply_map(ctx, &config);
+            Ok(RedisValue::NoReply)
+        }
+    }
+}
+
+/// Replies in the documented field order, which a sorted map type would not keep.
+fn reply_map(ctx: &Context, config: &Config) {
+    let kind: &str = match config.mode {
+        Mode::Overall => "OVERALL",
+        Mode::PerClient => "PER_CLIENT",
+    };
+    raw::reply_with_map(ctx.ctx, 4 as c_long);
+    for (field, value) in [
+        ("rate", Field::Int(config.rate)),
+        ("interval", Field::Int(config.interval)),
+        ("type", Field::Text(kind)),
+        ("keepAliveTime", Field::Int(config.keep_alive)),
+    ] {
+        bulk(ctx, field);
+        match value {
+            Field::Int(n) => {
+                raw::reply_with_long_long(ctx.ctx, n);
+            }
+            Field::Text(text) => bulk(ctx, text),
+        }
+    }
+}
+
+enum Field {
+    Int(i64),
+    Text(&'static str),
+}
+
+fn bulk(ctx: &Context, text: &str) {
+    raw::reply_with_string_buffer(ctx.ctx, text.as_ptr().cast::<c_char>(), text.len());
+}

@@ -1,0 +1,35 @@
+//! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK`: a frozen clock for deterministic
+//! tests. Registered only when the module is loaded with `debug-commands yes`.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::byte_args;
+use crate::args::{self, MAX_DURATION_MS};
+use crate::clock;
+use crate::error::Error;
+
+/// Largest clock value: scores stay exact integers in a zset's f64 below 2^53.
+const MAX_CLOCK_MS: i64 = (1 << 53) - 1;
+
+pub fn run(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    match args.as_slice() {
+        [sub, ms] if args::is_keyword(sub, "SETCLOCK") => {
+            clock::freeze_at(args::integer(ms, "unix-ms", 0, MAX_CLOCK_MS)?);
+            Ok(RedisValue::SimpleStringStatic("OK"))
+        }
+        [sub, ms] if args::is_keyword(sub, "ADVANCE") => {
+            let ms = args::integer(ms, "ms", 0, MAX_DURATION_MS)?;
+            match clock::advance(ms) {
+                Some(now) if now <= MAX_CLOCK_MS => Ok(RedisValue::Integer(now)),
+                Some(_) | None => Err(Error::Debug("the clock is not frozen (use SETCLOCK) or would overflow").into()),
+            }
+        }
+        [sub] if args::is_keyword(sub, "REALCLOCK") => {
+            clock::unfreeze();
+            Ok(RedisValue::SimpleStringStatic("OK"))
+        }
+        [] => Err(Error::WrongArity.into()),
+        _ => Err(Error::Debug("unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK").into()),
+    }
+}

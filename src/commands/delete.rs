@@ -1,0 +1,19 @@
+//! `RATELIMIT.DELETE key [CLIENT id]`: delete the hash, the OVERALL state and the given client's
+//! state. Replies the number of keys deleted, as DEL does.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::{byte_args, client_option};
+use crate::args::Tokens;
+use crate::error::Error;
+use crate::key::{Access, Key};
+use crate::store::Limiter;
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let mut tokens = Tokens::new(&args);
+    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let client = client_option(&mut tokens)?;
+    let limiter = Limiter::open(ctx, key, Access::Write)?;
+    Ok(RedisValue::Integer(limiter.for_each_key(client, Key::delete)?))
+}

@@ -1,0 +1,25 @@
+//! `RATELIMIT.RELEASE key permits [CLIENT id]`: give permits back. The newest log entries worth
+//! `permits` are removed (the last one split if needed) and the value raised by as many, capped at
+//! the rate, so released permits are not counted twice. Replies how many were released.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::{byte_args, client_option};
+use crate::args::{self, Tokens};
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::store::Limiter;
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let mut tokens = Tokens::new(&args);
+    let (Some(key), Some(permits)) = (tokens.next(), tokens.next()) else {
+        return Err(Error::WrongArity.into());
+    };
+    let permits = args::permits(permits)?;
+    let client = client_option(&mut tokens)?;
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, key, Access::Write)?;
+    Ok(RedisValue::Integer(limiter.release(client, permits, now)?))
+}

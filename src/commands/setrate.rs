@@ -1,0 +1,158 @@
+//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [NX | XX]
+//! [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate` with NX,
+//! `setRate` without a flag, `updateRate` with XX).
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::byte_args;
+use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::limiter::Mode;
+use crate::store::{Condition, Limiter, RateChange};
+
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub key: &'a [u8],
+    pub change: RateChange<'a>,
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let (Some(key), Some(rate), Some(interval)) = (tokens.next(), tokens.next(), tokens.next())
+    else {
+        return Err(Error::WrongArity);
+    };
+    let rate = args::integer(rate, "rate", 1, MAX_PERMITS)?;
+    let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
+    let mut mode = None;
+    let mut keep_alive = None;
+    let mut condition = None;
+    let mut keep_state = None;
+    let mut client = None;
+    while let Some(token) = tokens.next() {
+        if args::is_keyword(token, "OVERALL") {
+            args::set_once(&mut mode, Mode::Overall)?;
+        } else if args::is_keyword(token, "PER_CLIENT") {
+            args::set_once(&mut mode, Mode::PerClient)?;
+        } else if args::is_keyword(token, "KEEPALIVE") {
+            let ms = tokens.value_of_option()?;
+            args::set_once(
+                &mut keep_alive,
+                args::integer(ms, "KEEPALIVE", 0, MAX_DURATION_MS)?,
+            )?;
+        } else if args::is_keyword(token, "NX") {
+            args::set_once(&mut condition, Condition::IfAbsent)?;
+        } else if args::is_keyword(token, "XX") {
+            args::set_once(&mut condition, Condition::IfExists)?;
+        } else if args::is_keyword(token, "KEEPSTATE") {
+            args::set_once(&mut keep_state, ())?;
+        } else if args::is_keyword(token, "CLIENT") {
+            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    if condition == Some(Condition::IfAbsent) && keep_state.is_some() {
+        return Err(Error::Syntax);
+    }
+    let keep_alive = keep_alive.unwrap_or(0);
+    if keep_alive != 0 && keep_alive < interval {
+        return Err(Error::KeepAliveBelowInterval);
+    }
+    Ok(Request {
+        key,
+        change: RateChange {
+            rate,
+            interval,
+            mode: mode.unwrap_or(Mode::Overall),
+            keep_alive,
+            condition,
+            keep_state: keep_state.is_some(),
+            client,
+        },
+    })
+}
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let request = parse(&args)?;
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    Ok(RedisValue::Integer(limiter.set_rate(&request.change, now)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(args: &[&[u8]]) -> Result<RateChange<'static>, Error> {
+        let owned: Vec<&'static [u8]> = args
+            .iter()
+            .map(|a| &*Box::leak(a.to_vec().into_boxed_slice()))
+            .collect();
+        let owned: &'static [&'static [u8]] = Box::leak(owned.into_boxed_slice());
+        parse(owned).map(|r| r.change)
+    }
+
+    #[test]
+    fn defaults_are_overall_without_keepalive() {
+        let change = parse_all(&[b"k", b"10", b"1000"]).unwrap();
+        assert_eq!(change.mode, Mode::Overall);
+        assert_eq!(change.keep_alive, 0);
+        assert_eq!(change.condition, None);
+        assert!(!change.keep_state);
+        assert_eq!(change.client, None);
+    }
+
+    #[test]
+    fn options_are_case_insensitive_and_in_any_order() {
+        let change = parse_all(&[
+            b"k", b"5", b"100", b"client", b"c1", b"keepstate", b"xx", b"keepalive", b"200",
+            b"per_client",
+        ])
+        .unwrap();
+        assert_eq!(change.mode, Mode::PerClient);
+        assert_eq!(change.keep_alive, 200);
+        assert_eq!(change.condition, Some(Condition::IfExists));
+        assert!(change.keep_state);
+        assert_eq!(change.client, Some(&b"c1"[..]));
+    }
+
+    #[test]
+    fn conflicts_and_repeats_are_syntax_errors() {
+        for args in [
+            &[&b"k"[..], b"5", b"100", b"NX", b"XX"][..],
+            &[b"k", b"5", b"100", b"NX", b"KEEPSTATE"],
+            &[b"k", b"5", b"100", b"OVERALL", b"PER_CLIENT"],
+            &[b"k", b"5", b"100", b"KEEPSTATE", b"KEEPSTATE"],
+            &[b"k", b"5", b"100", b"KEEPALIVE"],
+            &[b"k", b"5", b"100", b"FAST"],
+        ] {
+            assert_eq!(parse_all(args).unwrap_err(), Error::Syntax, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_range_checked_by_name() {
+        let err = |args: &[&[u8]]| parse_all(args).unwrap_err().to_string();
+        assert_eq!(
+            err(&[b"k", b"0", b"100"]),
+            "ERR rate must be an integer between 1 and 4294967295"
+        );
+        assert_eq!(
+            err(&[b"k", b"4294967296", b"100"]),
+            "ERR rate must be an integer between 1 and 4294967295"
+        );
+        assert!(err(&[b"k", b"1", b"0"]).starts_with("ERR interval must be"));
+        assert!(err(&[b"k", b"1", b"abc"]).starts_with("ERR interval must be"));
+        assert!(err(&[b"k", b"1", b"10", b"KEEPALIVE", b"-1"]).starts_with("ERR KEEPALIVE must be"));
+        assert_eq!(
+            err(&[b"k", b"1", b"1000", b"KEEPALIVE", b"999"]),
+            "ERR KEEPALIVE must be 0 or at least the interval"
+        );
+        assert!(parse_all(&[b"k", b"1", b"1000", b"KEEPALIVE", b"1000"]).is_ok());
+        assert_eq!(parse_all(&[b"k", b"1"]).unwrap_err(), Error::WrongArity);
+    }
+}

@@ -1,0 +1,67 @@
+//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id]`: take permits now, or reply how long to wait.
+
+use redis_module::{Context, RedisResult, RedisString};
+
+use super::{byte_args, client_option, outcome_reply};
+use crate::args::{self, Tokens};
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::store::Limiter;
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub key: &'a [u8],
+    pub permits: u32,
+    pub client: Option<&'a [u8]>,
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let permits = match tokens.next_if_numeric() {
+        Some(arg) => args::permits(arg)?,
+        None => 1,
+    };
+    let client = client_option(&mut tokens)?;
+    Ok(Request {
+        key,
+        permits,
+        client,
+    })
+}
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let request = parse(&args)?;
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let outcome = limiter.try_acquire(request.client, request.permits, now)?;
+    Ok(outcome_reply(outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permits_default_to_one() {
+        let args: [&[u8]; 1] = [b"k"];
+        assert_eq!(parse(&args).unwrap().permits, 1);
+        let args: [&[u8]; 3] = [b"k", b"CLIENT", b"c"];
+        let request = parse(&args).unwrap();
+        assert_eq!((request.permits, request.client), (1, Some(&b"c"[..])));
+    }
+
+    #[test]
+    fn permits_are_validated() {
+        for bad in [&b"0"[..], b"-1", b"4294967296", b"1.5"] {
+            let args: [&[u8]; 2] = [b"k", bad];
+            assert!(matches!(parse(&args), Err(Error::Number { arg: "permits", .. })));
+        }
+        let args: [&[u8]; 3] = [b"k", b"2", b"3"];
+        assert_eq!(parse(&args), Err(Error::Syntax));
+        let args: [&[u8]; 0] = [];
+        assert_eq!(parse(&args), Err(Error::WrongArity));
+    }
+}

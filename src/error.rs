@@ -1,0 +1,131 @@
+//! Every way a command can fail, as a value. Handlers return these; nothing panics.
+
+use std::fmt;
+
+use redis_module::RedisError;
+
+/// A command failure. `Display` gives the exact error line the client sees (first word = error code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Wrong number of arguments; Redis formats the standard message with the command name.
+    WrongArity,
+    /// Unknown, repeated or conflicting option.
+    Syntax,
+    /// One of the limiter's keys holds another type.
+    WrongType,
+    /// The hash is missing or lacks `rate`, `interval` or `type` (Redisson's message, kept verbatim).
+    NotInitialized,
+    /// More permits requested than the limiter's rate (Redisson's message, kept verbatim).
+    PermitsExceedRate,
+    /// A numeric argument that is malformed or outside its range.
+    Number {
+        arg: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// A non-zero KEEPALIVE shorter than the interval.
+    KeepAliveBelowInterval,
+    /// A PER_CLIENT limiter was used without `CLIENT id`.
+    ClientRequired,
+    /// `CLIENT` with an empty id.
+    EmptyClient,
+    /// EXPIRE with NX and another condition, or GT with LT (Redis's own messages).
+    IncompatibleExpireOptions(&'static str),
+    /// Data written by someone else that this module cannot read. Names the key and the problem.
+    Corrupt { key: Vec<u8>, problem: String },
+    /// An expiry that does not fit the clock (Redis's own message).
+    InvalidExpireTime,
+    /// RATELIMIT.DEBUG misuse.
+    Debug(&'static str),
+}
+
+impl Error {
+    pub fn corrupt(key: &[u8], problem: impl Into<String>) -> Self {
+        Error::Corrupt {
+            key: key.to_vec(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::WrongArity => f.write_str("ERR wrong number of arguments"),
+            Error::Syntax => f.write_str("ERR syntax error"),
+            Error::WrongType => f.write_str(
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+            ),
+            Error::NotInitialized => f.write_str("ERR RateLimiter is not initialized"),
+            Error::PermitsExceedRate => {
+                f.write_str("ERR Requested permits amount cannot exceed defined rate")
+            }
+            Error::Number { arg, min, max } => {
+                write!(f, "ERR {arg} must be an integer between {min} and {max}")
+            }
+            Error::KeepAliveBelowInterval => {
+                f.write_str("ERR KEEPALIVE must be 0 or at least the interval")
+            }
+            Error::ClientRequired => {
+                f.write_str("ERR the limiter is PER_CLIENT: CLIENT id is required")
+            }
+            Error::EmptyClient => f.write_str("ERR CLIENT id must not be empty"),
+            Error::IncompatibleExpireOptions(msg) => write!(f, "ERR {msg}"),
+            Error::Corrupt { key, problem } => {
+                write!(f, "ERR corrupt rate limiter key '{}': {problem}", Printable(key))
+            }
+            Error::InvalidExpireTime => {
+                f.write_str("ERR invalid expire time in 'ratelimit.expire' command")
+            }
+            Error::Debug(msg) => write!(f, "ERR {msg}"),
+        }
+    }
+}
+
+impl From<Error> for RedisError {
+    fn from(e: Error) -> Self {
+        match e {
+            // The crate turns these two into the server's standard texts.
+            Error::WrongArity => RedisError::WrongArity,
+            Error::WrongType => RedisError::WrongType,
+            other => RedisError::String(other.to_string()),
+        }
+    }
+}
+
+/// Shows a binary key name in an error line: printable ASCII as is, anything else as `\xNN`,
+/// so an error can never carry CR, LF or NUL into the protocol.
+pub struct Printable<'a>(pub &'a [u8]);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in self.0 {
+            if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'\'' {
+                write!(f, "{}", b as char)?;
+            } else {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_control_and_binary_bytes() {
+        let shown = Printable(b"a\r\n\x00\xff'b").to_string();
+        assert_eq!(shown, "a\\x0d\\x0a\\x00\\xff\\x27b");
+    }
+
+    #[test]
+    fn corrupt_error_names_the_key() {
+        let e = Error::corrupt(b"{x}:value", "value is not an integer");
+        assert_eq!(
+            e.to_string(),
+            "ERR corrupt rate limiter key '{x}:value': value is not an integer"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! ratelimit: Redisson's `RRateLimiter` as native Redis commands.
+//!
+//! Layers, each importing only the ones below it:
+//! `lib.rs` (registration) -> `commands/` (a file per command) -> `store` (the limiter's keys) ->
+//! `key` (raw key API, replicates every write) / `limiter` (the pure sliding log) /
+//! `keyspace` (names and member bytes) -> `args`, `error`, `clock`.
+
+mod args;
+mod clock;
+mod commands;
+mod error;
+mod key;
+mod keyspace;
+mod limiter;
+mod store;
+
+use std::os::raw::c_int;
+
+use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+/// Unit tests run without a server, where Redis's allocator does not exist.
+#[cfg(not(test))]
+macro_rules! allocator {
+    () => {
+        redis_module::alloc::RedisAlloc
+    };
+}
+#[cfg(test)]
+macro_rules! allocator {
+    () => {
+        std::alloc::System
+    };
+}
+
+/// Options given after the module path in `loadmodule`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LoadOptions {
+    debug_commands: bool,
+}
+
+impl LoadOptions {
+    fn parse(args: &[&[u8]]) -> Result<Self, String> {
+        let mut options = LoadOptions::default();
+        let mut pairs = args.chunks(2);
+        for pair in &mut pairs {
+            match pair {
+                [name, value] if name.eq_ignore_ascii_case(b"debug-commands") => {
+                    options.debug_commands = match &value.to_ascii_lowercase()[..] {
+                        b"yes" => true,
+                        b"no" => false,
+                        _ => return Err("debug-commands takes yes or no".into()),
+                    };
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown load option '{}'; the only option is: debug-commands yes|no",
+                        error::Printable(pair.first().copied().unwrap_or_default())
+                    ))
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let options = match LoadOptions::parse(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            ctx.log_warning(&format!("ratelimit: {message}"));
+            return Status::Err;
+        }
+    };
+    if options.debug_commands {
+        ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
+        return register_debug_command(ctx);
+    }
+    Status::Ok
+}
+
+/// RATELIMIT.DEBUG is registered here rather than in the static list below, so that without
+/// `debug-commands yes` the command does not exist at all.
+fn register_debug_command(ctx: &Context) -> Status {
+    extern "C" fn debug_command(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        let context = Context::new(ctx);
+        let args = redis_module::decode_args(ctx, argv, argc);
+        context.reply(commands::debug::run(&context, args)) as c_int
+    }
+    // SAFETY: called from OnLoad with the module's context; names and flags are static C strings.
+    let created = unsafe {
+        raw::RedisModule_CreateCommand.map(|create| {
+            create(
+                ctx.ctx,
+                c"ratelimit.debug".as_ptr(),
+                Some(debug_command),
+                c"admin".as_ptr(),
+                0,
+                0,
+                0,
+            )
+        })
+    };
+    if created == Some(raw::REDISMODULE_OK as c_int) {
+        Status::Ok
+    } else {
+        Status::Err
+    }
+}
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    allocator: (allocator!(), allocator!()),
+    data_types: [],
+    init: init,
+    commands: [
+        ["ratelimit.setrate", commands::setrate::run, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.tryacquire", commands::tryacquire::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["ratelimit.config", commands::config::run, "readonly fast", 1, 1, 1, ""],
+        ["ratelimit.available", commands::available::run, "readonly", 1, 1, 1, ""],
+        ["ratelimit.release", commands::release::run, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.delete", commands::delete::run, "write", 1, 1, 1, ""],
+        ["ratelimit.expire", commands::expire::run, "write fast", 1, 1, 1, ""],
+        ["ratelimit.persist", commands::persist::run, "write fast", 1, 1, 1, ""],
+    ],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_options() {
+        assert_eq!(LoadOptions::parse(&[]), Ok(LoadOptions::default()));
+        assert!(LoadOptions::parse(&[b"debug-commands", b"YES"]).unwrap().debug_commands);
+        assert!(!LoadOptions::parse(&[b"debug-commands", b"no"]).unwrap().debug_commands);
+        assert!(LoadOptions::parse(&[b"debug-commands", b"maybe"]).is_err());
+        assert!(LoadOptions::parse(&[b"debug-commands"]).is_err());
+        assert!(LoadOptions::parse(&[b"verbose", b"yes"]).is_err());
+    }
+}

@@ -1,0 +1,415 @@
+//! The limiter's Redis keys: opening and type-checking them, decoding the configuration and the
+//! log, and applying the plans of [`crate::limiter`] with the TTL rule. Writes go through
+//! [`Key`], which replicates each of them as its effect.
+
+use std::ops::ControlFlow;
+
+use rand::RngCore;
+use redis_module::Context;
+
+use crate::args;
+use crate::error::Error;
+use crate::key::{Access, Key, Kind};
+use crate::keyspace::{self, StateKeys};
+use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
+
+/// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
+/// impossible; the bound only guarantees termination.
+const ID_ATTEMPTS: usize = 8;
+
+/// A limiter: its configuration hash, open for reading or writing.
+pub struct Limiter<'c> {
+    ctx: &'c Context,
+    name: Vec<u8>,
+    hash: Key<'c>,
+    access: Access,
+}
+
+/// One state of a limiter: the value string and permits zset, overall or of one client.
+pub struct State<'c> {
+    value: Key<'c>,
+    permits: Key<'c>,
+}
+
+/// The raw fields of a limiter hash, before validation.
+struct Fields {
+    rate: Option<Vec<u8>>,
+    interval: Option<Vec<u8>>,
+    kind: Option<Vec<u8>>,
+    keep_alive: Option<Vec<u8>>,
+}
+
+/// What SETRATE was asked to do; built by `commands::setrate`.
+#[derive(Debug)]
+pub struct RateChange<'a> {
+    pub rate: i64,
+    pub interval: i64,
+    pub mode: Mode,
+    pub keep_alive: i64,
+    pub condition: Option<Condition>,
+    pub keep_state: bool,
+    pub client: Option<&'a [u8]>,
+}
+
+/// SETRATE's NX / XX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// Only the fields that are absent (Redisson `trySetRate`).
+    IfAbsent,
+    /// Only if the limiter exists (Redisson `updateRate`).
+    IfExists,
+}
+
+impl<'c> Limiter<'c> {
+    pub fn open(ctx: &'c Context, name: &[u8], access: Access) -> Result<Self, Error> {
+        let hash = Key::open(ctx, name, access);
+        expect_kind(&hash, Kind::Hash)?;
+        Ok(Limiter {
+            ctx,
+            name: name.to_vec(),
+            hash,
+            access,
+        })
+    }
+
+    /// The configuration; `None` if the limiter does not exist.
+    pub fn config(&self) -> Result<Option<Config>, Error> {
+        if !self.hash.exists() {
+            return Ok(None);
+        }
+        let fields = self.fields();
+        let (Some(rate), Some(interval), Some(kind)) = (&fields.rate, &fields.interval, &fields.kind)
+        else {
+            return Err(Error::NotInitialized);
+        };
+        let number = |field: &str, bytes: &[u8], min: i64| {
+            args::parse_i64(bytes).filter(|n| *n >= min).ok_or_else(|| {
+                Error::corrupt(self.hash.name(), format!("field '{field}' is not an integer >= {min}"))
+            })
+        };
+        Ok(Some(Config {
+            rate: number("rate", rate, 0)?,
+            interval: number("interval", interval, 1)?,
+            mode: if kind.as_slice() == keyspace::TYPE_PER_CLIENT {
+                Mode::PerClient
+            } else {
+                Mode::Overall
+            },
+            keep_alive: match &fields.keep_alive {
+                Some(bytes) => number("keepAliveTime", bytes, 0)?,
+                None => 0,
+            },
+        }))
+    }
+
+    /// The configuration of a limiter that must exist.
+    pub fn require_config(&self) -> Result<Config, Error> {
+        self.config()?.ok_or(Error::NotInitialized)
+    }
+
+    fn fields(&self) -> Fields {
+        let get = |field| self.hash.hash_get(field).map(|s| s.as_slice().to_vec());
+        Fields {
+            rate: get(keyspace::FIELD_RATE),
+            interval: get(keyspace::FIELD_INTERVAL),
+            kind: get(keyspace::FIELD_TYPE),
+            keep_alive: get(keyspace::FIELD_KEEP_ALIVE),
+        }
+    }
+
+    /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
+    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c>, Error> {
+        let keys = match (config.mode, client) {
+            (Mode::Overall, _) => StateKeys::overall(&self.name),
+            (Mode::PerClient, Some(client)) => StateKeys::client(&self.name, client),
+            (Mode::PerClient, None) => return Err(Error::ClientRequired),
+        };
+        State::open(self.ctx, &keys, self.access)
+    }
+
+    /// TRYACQUIRE: take `permits` now or say how long to wait.
+    pub fn try_acquire(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+    ) -> Result<Outcome, Error> {
+        let config = self.require_config()?;
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let plan = limiter::try_acquire(&config, state.stored_value()?, &state, now, permits)?;
+        let member = match plan.append {
+            Some(entry) => Some((entry, state.fresh_member(entry)?)),
+            None => None,
+        };
+        // Everything is read and decoded: from here on, only writes.
+        if let Some(cutoff) = plan.prune_up_to {
+            state.permits.zrem_up_to(cutoff);
+        }
+        if let Some((entry, member)) = member {
+            state.permits.zadd_new(entry.score, &member);
+        }
+        if let Some(value) = plan.value {
+            state.value.set_string(value.to_string().as_bytes());
+        }
+        self.apply_ttl_rule(&config, &state);
+        Ok(plan.outcome)
+    }
+
+    /// AVAILABLE: permits available now, computed without writing.
+    pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        limiter::available(&config, state.stored_value()?, &state, now)
+    }
+
+    /// RELEASE: give back up to `permits` of the newest acquisitions. Returns how many.
+    pub fn release(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let plan = limiter::release(&config, state.stored_value()?, &state, now, permits)?;
+        let mut removals = Vec::with_capacity(plan.remove_newest);
+        let mut shrink = None;
+        let mut index = 0;
+        state.permits.zscan(Span::After(i64::MIN), Order::NewestFirst, |score, member| {
+            if index < plan.remove_newest {
+                removals.push(member.to_vec());
+                index += 1;
+                return Ok::<_, Error>(ControlFlow::Continue(()));
+            }
+            if let Some(permits) = plan.shrink_newest_to {
+                let id = keyspace::decode_member(member)
+                    .map_err(|e| state.corrupt_member(e))?
+                    .id;
+                let replacement = keyspace::reencode_member(id, permits)
+                    .ok_or_else(|| Error::corrupt(state.permits.name(), "permit entry id too long"))?;
+                shrink = Some((member.to_vec(), score_ms(score), replacement));
+            }
+            Ok(ControlFlow::Break(()))
+        })?;
+        if let Some(cutoff) = plan.prune_up_to {
+            state.permits.zrem_up_to(cutoff);
+        }
+        for member in &removals {
+            state.permits.zrem(member);
+        }
+        if let Some((old, score, new)) = shrink {
+            state.permits.zrem(&old);
+            state.permits.zadd_new(score, &new);
+        }
+        if let Some(value) = plan.value {
+            state.value.set_string(value.to_string().as_bytes());
+        }
+        if plan.released > 0 || plan.prune_up_to.is_some() || plan.value.is_some() {
+            self.apply_ttl_rule(&config, &state);
+        }
+        Ok(plan.released)
+    }
+
+    /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
+    pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error> {
+        let fields = self.fields();
+        let new_type = match change.mode {
+            Mode::Overall => keyspace::TYPE_OVERALL,
+            Mode::PerClient => keyspace::TYPE_PER_CLIENT,
+        };
+        let rate = change.rate.to_string();
+        let interval = change.interval.to_string();
+        let keep_alive = change.keep_alive.to_string();
+
+        if change.condition == Some(Condition::IfAbsent) {
+            let mut set: Vec<(&std::ffi::CStr, &[u8])> = Vec::new();
+            if fields.rate.is_none() {
+                set.push((keyspace::FIELD_RATE, rate.as_bytes()));
+            }
+            if fields.interval.is_none() {
+                set.push((keyspace::FIELD_INTERVAL, interval.as_bytes()));
+            }
+            if fields.keep_alive.is_none() {
+                set.push((keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()));
+            }
+            let created = fields.kind.is_none();
+            if created {
+                set.push((keyspace::FIELD_TYPE, new_type));
+            }
+            self.hash.hash_set(&set);
+            if created && change.keep_alive > 0 {
+                self.hash.set_ttl(change.keep_alive);
+            }
+            return Ok(i64::from(created));
+        }
+        if change.condition == Some(Condition::IfExists) && !self.hash.exists() {
+            return Ok(0);
+        }
+
+        // Open and check every key this change may touch before writing any of them.
+        let mode_changed = fields.kind.as_deref().is_some_and(|old| old != new_type);
+        let overall = State::open(self.ctx, &StateKeys::overall(&self.name), Access::Write)?;
+        let client = match change.client {
+            Some(id) => Some(State::open(self.ctx, &StateKeys::client(&self.name, id), Access::Write)?),
+            None => None,
+        };
+        let target = match change.mode {
+            Mode::Overall => Some(&overall),
+            Mode::PerClient => client.as_ref(),
+        };
+        let keep = match target {
+            Some(state) if change.keep_state && !mode_changed => Some(limiter::keep_state(
+                change.rate,
+                change.interval,
+                state,
+                now,
+            )?),
+            _ => None,
+        };
+
+        self.hash.hash_set(&[
+            (keyspace::FIELD_RATE, rate.as_bytes()),
+            (keyspace::FIELD_INTERVAL, interval.as_bytes()),
+            (keyspace::FIELD_TYPE, new_type),
+            (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
+        ]);
+        if change.keep_alive > 0 {
+            self.hash.set_ttl(change.keep_alive);
+        }
+        if mode_changed {
+            overall.delete();
+            if let Some(client) = &client {
+                client.delete();
+            }
+        } else if let Some(state) = target {
+            match keep {
+                None => state.delete(),
+                Some(plan) => {
+                    if let Some(cutoff) = plan.prune_up_to {
+                        state.permits.zrem_up_to(cutoff);
+                    }
+                    state.value.set_string(plan.value.to_string().as_bytes());
+                    let config = Config {
+                        rate: change.rate,
+                        interval: change.interval,
+                        mode: change.mode,
+                        keep_alive: change.keep_alive,
+                    };
+                    self.apply_ttl_rule(&config, state);
+                }
+            }
+        }
+        Ok(1)
+    }
+
+    /// Applies `act` to each key DELETE, EXPIRE and PERSIST act on: the hash, the OVERALL
+    /// state and the given client's state, all type-checked before the first is touched.
+    /// Returns how many keys `act` changed.
+    pub fn for_each_key(
+        &self,
+        client: Option<&[u8]>,
+        mut act: impl FnMut(&Key<'c>) -> bool,
+    ) -> Result<i64, Error> {
+        let overall = State::open(self.ctx, &StateKeys::overall(&self.name), self.access)?;
+        let client = match client {
+            Some(id) => Some(State::open(self.ctx, &StateKeys::client(&self.name, id), self.access)?),
+            None => None,
+        };
+        let mut keys = vec![&self.hash, &overall.value, &overall.permits];
+        if let Some(state) = &client {
+            keys.extend([&state.value, &state.permits]);
+        }
+        Ok(keys.into_iter().filter(|key| act(key)).count() as i64)
+    }
+
+    /// TTL rule, after every acquisition (granted or not), release and KEEPSTATE: with a
+    /// keep-alive, refresh it on all three keys; otherwise give the state keys the hash's expiry.
+    fn apply_ttl_rule(&self, config: &Config, state: &State<'_>) {
+        if config.keep_alive > 0 {
+            self.hash.set_ttl(config.keep_alive);
+            state.value.set_ttl(config.keep_alive);
+            state.permits.set_ttl(config.keep_alive);
+        } else if let Some(at) = self.hash.expires_at() {
+            for key in [&state.value, &state.permits] {
+                if key.expires_at() != Some(at) {
+                    key.set_expires_at(at);
+                }
+            }
+        }
+    }
+}
+
+impl<'c> State<'c> {
+    fn open(ctx: &'c Context, keys: &StateKeys, access: Access) -> Result<Self, Error> {
+        let value = Key::open(ctx, &keys.value, access);
+        expect_kind(&value, Kind::String)?;
+        let permits = Key::open(ctx, &keys.permits, access);
+        expect_kind(&permits, Kind::ZSet)?;
+        Ok(State { value, permits })
+    }
+
+    /// The value string, if present; an error naming the key if it is not an integer.
+    fn stored_value(&self) -> Result<Option<i64>, Error> {
+        match self.value.read_string() {
+            None => Ok(None),
+            Some(bytes) => args::parse_i64(bytes)
+                .map(Some)
+                .ok_or_else(|| Error::corrupt(self.value.name(), "value is not an integer")),
+        }
+    }
+
+    /// A member for `entry` whose random id is not in the log yet, so adding it can never
+    /// overwrite (and lose) another acquisition.
+    fn fresh_member(&self, entry: Entry) -> Result<[u8; keyspace::MEMBER_LEN], Error> {
+        let mut rng = rand::rng();
+        for _ in 0..ID_ATTEMPTS {
+            let mut id = [0u8; keyspace::ID_LEN];
+            rng.fill_bytes(&mut id);
+            let member = keyspace::encode_member(&id, entry.permits);
+            if !self.permits.zcontains(&member) {
+                return Ok(member);
+            }
+        }
+        Err(Error::corrupt(self.permits.name(), "could not draw a unique permit id"))
+    }
+
+    fn corrupt_member(&self, e: keyspace::MemberError) -> Error {
+        Error::corrupt(self.permits.name(), e.to_string())
+    }
+
+    fn delete(&self) {
+        self.value.delete();
+        self.permits.delete();
+    }
+}
+
+impl PermitLog for State<'_> {
+    type Error = Error;
+
+    fn scan(
+        &self,
+        span: Span,
+        order: Order,
+        visit: &mut dyn FnMut(Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        self.permits.zscan(span, order, |score, member| {
+            let decoded = keyspace::decode_member(member).map_err(|e| self.corrupt_member(e))?;
+            Ok(visit(Entry {
+                score: score_ms(score),
+                permits: decoded.permits,
+            }))
+        })
+    }
+}
+
+/// A zset score as whole milliseconds. Scores this module and Redisson write are integers; a
+/// fractional one is rounded up, so its entry is never freed early.
+fn score_ms(score: f64) -> i64 {
+    score.ceil() as i64
+}
+
+fn expect_kind(key: &Key<'_>, kind: Kind) -> Result<(), Error> {
+    match key.kind() {
+        Kind::Empty => Ok(()),
+        k if k == kind => Ok(()),
+        _ => Err(Error::WrongType),
+    }
+}
