@@ -59,7 +59,11 @@ pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
 /// Parses a decimal integer in `min..=max` the way Redis does (optional `-`, digits, no spaces,
 /// no `+`, no leading zeros); any failure is an error that names the argument.
 pub fn integer(arg: &[u8], name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
-    let error = Error::Number { arg: name, min, max };
+    let error = Error::Number {
+        arg: name,
+        min,
+        max,
+    };
     let n = parse_i64(arg).ok_or(error.clone())?;
     if (min..=max).contains(&n) {
         Ok(n)
@@ -85,8 +89,7 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
         _ => (false, bytes),
     };
     let (&first, _) = digits.split_first()?;
-    if !digits.iter().all(u8::is_ascii_digit) || (first == b'0' && (digits.len() > 1 || negative))
-    {
+    if !digits.iter().all(u8::is_ascii_digit) || (first == b'0' && (digits.len() > 1 || negative)) {
         return None;
     }
     let mut value: i64 = 0;

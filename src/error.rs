@@ -53,9 +53,9 @@ impl fmt::Display for Error {
         match self {
             Error::WrongArity => f.write_str("ERR wrong number of arguments"),
             Error::Syntax => f.write_str("ERR syntax error"),
-            Error::WrongType => f.write_str(
-                "WRONGTYPE Operation against a key holding the wrong kind of value",
-            ),
+            Error::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
             Error::NotInitialized => f.write_str("ERR RateLimiter is not initialized"),
             Error::PermitsExceedRate => {
                 f.write_str("ERR Requested permits amount cannot exceed defined rate")
@@ -72,7 +72,11 @@ impl fmt::Display for Error {
             Error::EmptyClient => f.write_str("ERR CLIENT id must not be empty"),
             Error::IncompatibleExpireOptions(msg) => write!(f, "ERR {msg}"),
             Error::Corrupt { key, problem } => {
-                write!(f, "ERR corrupt rate limiter key '{}': {problem}", Printable(key))
+                write!(
+                    f,
+                    "ERR corrupt rate limiter key '{}': {problem}",
+                    Printable(key)
+                )
             }
             Error::InvalidExpireTime => {
                 f.write_str("ERR invalid expire time in 'ratelimit.expire' command")

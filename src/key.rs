@@ -102,7 +102,9 @@ impl<'c> Key<'c> {
         // SAFETY: key opened for writing; truncate creates or resizes the string, DMA gives
         // `value.len()` writable bytes.
         unsafe {
-            let _ = call(raw::RedisModule_StringTruncate, |f| f(self.ptr, value.len()));
+            let _ = call(raw::RedisModule_StringTruncate, |f| {
+                f(self.ptr, value.len())
+            });
             let mut len: usize = 0;
             if let Some(buf) = call(raw::RedisModule_StringDMA, |f| {
                 f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
@@ -229,8 +231,11 @@ impl<'c> Key<'c> {
         let element = RedisString::create_from_slice(self.ctx.ctx, member);
         let mut score = 0f64;
         // SAFETY: a zset key; ZsetScore only reads.
-        let found =
-            unsafe { call(raw::RedisModule_ZsetScore, |f| f(self.ptr, element.inner, &mut score)) };
+        let found = unsafe {
+            call(raw::RedisModule_ZsetScore, |f| {
+                f(self.ptr, element.inner, &mut score)
+            })
+        };
         found == Some(raw::REDISMODULE_OK as c_int)
     }
 
@@ -258,7 +263,11 @@ impl<'c> Key<'c> {
         let element = RedisString::create_from_slice(self.ctx.ctx, member);
         let mut deleted: c_int = 0;
         // SAFETY: key opened for writing.
-        unsafe { call(raw::RedisModule_ZsetRem, |f| f(self.ptr, element.inner, &mut deleted)) };
+        unsafe {
+            call(raw::RedisModule_ZsetRem, |f| {
+                f(self.ptr, element.inner, &mut deleted)
+            })
+        };
         if deleted != 0 {
             self.replicate("ZREM", &[member]);
         }
@@ -279,7 +288,11 @@ impl<'c> Key<'c> {
             let element = RedisString::create_from_slice(self.ctx.ctx, &member);
             let mut deleted: c_int = 0;
             // SAFETY: key opened for writing.
-            unsafe { call(raw::RedisModule_ZsetRem, |f| f(self.ptr, element.inner, &mut deleted)) };
+            unsafe {
+                call(raw::RedisModule_ZsetRem, |f| {
+                    f(self.ptr, element.inner, &mut deleted)
+                })
+            };
             if deleted == 0 {
                 break;
             }

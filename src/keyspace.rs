@@ -182,7 +182,10 @@ mod tests {
     #[test]
     fn reencode_keeps_the_id() {
         let id = [1u8; ID_LEN];
-        assert_eq!(reencode_member(&id, 9).unwrap(), encode_member(&id, 9).to_vec());
+        assert_eq!(
+            reencode_member(&id, 9).unwrap(),
+            encode_member(&id, 9).to_vec()
+        );
         assert!(reencode_member(&[0u8; 256], 1).is_none());
     }
 }

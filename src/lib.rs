@@ -137,8 +137,16 @@ mod tests {
     #[test]
     fn load_options() {
         assert_eq!(LoadOptions::parse(&[]), Ok(LoadOptions::default()));
-        assert!(LoadOptions::parse(&[b"debug-commands", b"YES"]).unwrap().debug_commands);
-        assert!(!LoadOptions::parse(&[b"debug-commands", b"no"]).unwrap().debug_commands);
+        assert!(
+            LoadOptions::parse(&[b"debug-commands", b"YES"])
+                .unwrap()
+                .debug_commands
+        );
+        assert!(
+            !LoadOptions::parse(&[b"debug-commands", b"no"])
+                .unwrap()
+                .debug_commands
+        );
         assert!(LoadOptions::parse(&[b"debug-commands", b"maybe"]).is_err());
         assert!(LoadOptions::parse(&[b"debug-commands"]).is_err());
         assert!(LoadOptions::parse(&[b"verbose", b"yes"]).is_err());

@@ -217,20 +217,24 @@ pub fn release<L: PermitLog>(
     let mut remaining = permits;
     let mut remove_newest = 0;
     let mut shrink_newest_to = None;
-    log.scan(Span::After(state.cutoff), Order::NewestFirst, &mut |entry| {
-        if remaining == 0 {
-            return ControlFlow::Break(());
-        }
-        if entry.permits <= remaining {
-            remove_newest += 1;
-            remaining -= entry.permits;
-            ControlFlow::Continue(())
-        } else {
-            shrink_newest_to = Some(entry.permits - remaining);
-            remaining = 0;
-            ControlFlow::Break(())
-        }
-    })?;
+    log.scan(
+        Span::After(state.cutoff),
+        Order::NewestFirst,
+        &mut |entry| {
+            if remaining == 0 {
+                return ControlFlow::Break(());
+            }
+            if entry.permits <= remaining {
+                remove_newest += 1;
+                remaining -= entry.permits;
+                ControlFlow::Continue(())
+            } else {
+                shrink_newest_to = Some(entry.permits - remaining);
+                remaining = 0;
+                ControlFlow::Break(())
+            }
+        },
+    )?;
     let released = i64::from(permits - remaining);
     let value = state.available.saturating_add(released).min(config.rate);
     Ok(Release {
@@ -411,11 +415,17 @@ mod tests {
         let before = acquire(&cfg, Some(0), &log, 999, 1);
         assert_eq!(before.outcome, Outcome::Wait(1));
         assert_eq!(before.prune_up_to, None);
-        assert_eq!(before.value, None, "a refusal with nothing expired writes nothing");
+        assert_eq!(
+            before.value, None,
+            "a refusal with nothing expired writes nothing"
+        );
         let at = acquire(&cfg, Some(0), &log, 1000, 1);
         assert_eq!(at.outcome, Outcome::Acquired);
         assert_eq!(at.prune_up_to, Some(0));
-        assert_eq!(at.value, None, "0 + 1 released - 1 taken leaves the value unchanged");
+        assert_eq!(
+            at.value, None,
+            "0 + 1 released - 1 taken leaves the value unchanged"
+        );
     }
 
     #[test]
@@ -437,7 +447,10 @@ mod tests {
         let plan = acquire(&cfg, Some(0), &log, 1000, 3);
         assert_eq!(plan.outcome, Outcome::Acquired);
         assert_eq!(plan.prune_up_to, Some(0));
-        assert_eq!(plan.value, None, "0 + 3 expired - 3 taken: unchanged, not rewritten");
+        assert_eq!(
+            plan.value, None,
+            "0 + 3 expired - 3 taken: unchanged, not rewritten"
+        );
     }
 
     #[test]
@@ -462,7 +475,10 @@ mod tests {
         assert_eq!(plan.value, Some(0));
         let refused = acquire(&cfg, None, &log, 1100, 3);
         assert_eq!(refused.outcome, Outcome::Wait(800));
-        assert_eq!(refused.value, None, "a missing value is not created by a refusal");
+        assert_eq!(
+            refused.value, None,
+            "a missing value is not created by a refusal"
+        );
     }
 
     #[test]
@@ -487,7 +503,11 @@ mod tests {
         assert_eq!(plan.outcome, Outcome::Acquired);
         assert_eq!(plan.value, None, "4 - 3 = 1 is what is stored already");
         let plan = acquire(&cfg, Some(1), &MemLog::with(&[(900, 1)]), 1000, 2);
-        assert_eq!(plan.outcome, Outcome::Wait(900), "1 + 1 expiring at 1900 covers 2");
+        assert_eq!(
+            plan.outcome,
+            Outcome::Wait(900),
+            "1 + 1 expiring at 1900 covers 2"
+        );
     }
 
     #[test]
@@ -583,7 +603,11 @@ mod tests {
         assert_eq!(plan.prune_up_to, Some(0));
         assert_eq!(plan.remove_newest, 1);
         assert_eq!(plan.shrink_newest_to, None);
-        assert_eq!(plan.value, Some(5), "0 + 9 expired > 5 recomputes to 3, + 2 = 5");
+        assert_eq!(
+            plan.value,
+            Some(5),
+            "0 + 9 expired > 5 recomputes to 3, + 2 = 5"
+        );
     }
 
     #[test]

@@ -78,13 +78,17 @@ impl<'c> Limiter<'c> {
             return Ok(None);
         }
         let fields = self.fields();
-        let (Some(rate), Some(interval), Some(kind)) = (&fields.rate, &fields.interval, &fields.kind)
+        let (Some(rate), Some(interval), Some(kind)) =
+            (&fields.rate, &fields.interval, &fields.kind)
         else {
             return Err(Error::NotInitialized);
         };
         let number = |field: &str, bytes: &[u8], min: i64| {
             args::parse_i64(bytes).filter(|n| *n >= min).ok_or_else(|| {
-                Error::corrupt(self.hash.name(), format!("field '{field}' is not an integer >= {min}"))
+                Error::corrupt(
+                    self.hash.name(),
+                    format!("field '{field}' is not an integer >= {min}"),
+                )
             })
         };
         Ok(Some(Config {
@@ -173,22 +177,27 @@ impl<'c> Limiter<'c> {
         let mut removals = Vec::with_capacity(plan.remove_newest);
         let mut shrink = None;
         let mut index = 0;
-        state.permits.zscan(Span::After(i64::MIN), Order::NewestFirst, |score, member| {
-            if index < plan.remove_newest {
-                removals.push(member.to_vec());
-                index += 1;
-                return Ok::<_, Error>(ControlFlow::Continue(()));
-            }
-            if let Some(permits) = plan.shrink_newest_to {
-                let id = keyspace::decode_member(member)
-                    .map_err(|e| state.corrupt_member(e))?
-                    .id;
-                let replacement = keyspace::reencode_member(id, permits)
-                    .ok_or_else(|| Error::corrupt(state.permits.name(), "permit entry id too long"))?;
-                shrink = Some((member.to_vec(), score_ms(score), replacement));
-            }
-            Ok(ControlFlow::Break(()))
-        })?;
+        state.permits.zscan(
+            Span::After(i64::MIN),
+            Order::NewestFirst,
+            |score, member| {
+                if index < plan.remove_newest {
+                    removals.push(member.to_vec());
+                    index += 1;
+                    return Ok::<_, Error>(ControlFlow::Continue(()));
+                }
+                if let Some(permits) = plan.shrink_newest_to {
+                    let id = keyspace::decode_member(member)
+                        .map_err(|e| state.corrupt_member(e))?
+                        .id;
+                    let replacement = keyspace::reencode_member(id, permits).ok_or_else(|| {
+                        Error::corrupt(state.permits.name(), "permit entry id too long")
+                    })?;
+                    shrink = Some((member.to_vec(), score_ms(score), replacement));
+                }
+                Ok(ControlFlow::Break(()))
+            },
+        )?;
         if let Some(cutoff) = plan.prune_up_to {
             state.permits.zrem_up_to(cutoff);
         }
@@ -248,7 +257,11 @@ impl<'c> Limiter<'c> {
         let mode_changed = fields.kind.as_deref().is_some_and(|old| old != new_type);
         let overall = State::open(self.ctx, &StateKeys::overall(&self.name), Access::Write)?;
         let client = match change.client {
-            Some(id) => Some(State::open(self.ctx, &StateKeys::client(&self.name, id), Access::Write)?),
+            Some(id) => Some(State::open(
+                self.ctx,
+                &StateKeys::client(&self.name, id),
+                Access::Write,
+            )?),
             None => None,
         };
         let target = match change.mode {
@@ -310,7 +323,11 @@ impl<'c> Limiter<'c> {
     ) -> Result<i64, Error> {
         let overall = State::open(self.ctx, &StateKeys::overall(&self.name), self.access)?;
         let client = match client {
-            Some(id) => Some(State::open(self.ctx, &StateKeys::client(&self.name, id), self.access)?),
+            Some(id) => Some(State::open(
+                self.ctx,
+                &StateKeys::client(&self.name, id),
+                self.access,
+            )?),
             None => None,
         };
         let mut keys = vec![&self.hash, &overall.value, &overall.permits];
@@ -368,7 +385,10 @@ impl<'c> State<'c> {
                 return Ok(member);
             }
         }
-        Err(Error::corrupt(self.permits.name(), "could not draw a unique permit id"))
+        Err(Error::corrupt(
+            self.permits.name(),
+            "could not draw a unique permit id",
+        ))
     }
 
     fn corrupt_member(&self, e: keyspace::MemberError) -> Error {

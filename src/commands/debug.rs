@@ -22,7 +22,10 @@ pub fn run(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             let ms = args::integer(ms, "ms", 0, MAX_DURATION_MS)?;
             match clock::advance(ms) {
                 Some(now) if now <= MAX_CLOCK_MS => Ok(RedisValue::Integer(now)),
-                Some(_) | None => Err(Error::Debug("the clock is not frozen (use SETCLOCK) or would overflow").into()),
+                Some(_) | None => Err(Error::Debug(
+                    "the clock is not frozen (use SETCLOCK) or would overflow",
+                )
+                .into()),
             }
         }
         [sub] if args::is_keyword(sub, "REALCLOCK") => {
@@ -30,6 +33,9 @@ pub fn run(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Ok(RedisValue::SimpleStringStatic("OK"))
         }
         [] => Err(Error::WrongArity.into()),
-        _ => Err(Error::Debug("unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK").into()),
+        _ => Err(
+            Error::Debug("unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK")
+                .into(),
+        ),
     }
 }

@@ -15,5 +15,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let key = tokens.next().ok_or(Error::WrongArity)?;
     let client = client_option(&mut tokens)?;
     let limiter = Limiter::open(ctx, key, Access::Write)?;
-    Ok(RedisValue::Integer(limiter.for_each_key(client, Key::delete)?))
+    Ok(RedisValue::Integer(
+        limiter.for_each_key(client, Key::delete)?,
+    ))
 }

@@ -90,7 +90,9 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let request = parse(&args)?;
     // TTLs run on the server's clock, never on the debug clock.
     let now = clock::server_ms();
-    let at = now.checked_add(request.ms).ok_or(Error::InvalidExpireTime)?;
+    let at = now
+        .checked_add(request.ms)
+        .ok_or(Error::InvalidExpireTime)?;
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
     let changed = limiter.for_each_key(request.client, |key: &Key<'_>| {
         if !key.exists() || !request.when.allows(key.expires_at(), at) {
@@ -128,8 +130,14 @@ mod tests {
 
     #[test]
     fn conflicting_and_repeated_options_are_errors() {
-        assert!(matches!(when(&[b"NX", b"GT"]), Err(Error::IncompatibleExpireOptions(_))));
-        assert!(matches!(when(&[b"GT", b"LT"]), Err(Error::IncompatibleExpireOptions(_))));
+        assert!(matches!(
+            when(&[b"NX", b"GT"]),
+            Err(Error::IncompatibleExpireOptions(_))
+        ));
+        assert!(matches!(
+            when(&[b"GT", b"LT"]),
+            Err(Error::IncompatibleExpireOptions(_))
+        ));
         assert_eq!(when(&[b"NX", b"nx"]), Err(Error::Syntax));
         assert_eq!(when(&[b"SOON"]), Err(Error::Syntax));
     }

@@ -51,12 +51,24 @@ mod tests {
         let ok: [&[u8]; 2] = [b"client", b"id-1"];
         assert_eq!(client_option(&mut Tokens::new(&ok)), Ok(Some(&b"id-1"[..])));
         let repeated: [&[u8]; 4] = [b"CLIENT", b"a", b"CLIENT", b"b"];
-        assert_eq!(client_option(&mut Tokens::new(&repeated)), Err(Error::Syntax));
+        assert_eq!(
+            client_option(&mut Tokens::new(&repeated)),
+            Err(Error::Syntax)
+        );
         let missing: [&[u8]; 1] = [b"CLIENT"];
-        assert_eq!(client_option(&mut Tokens::new(&missing)), Err(Error::Syntax));
+        assert_eq!(
+            client_option(&mut Tokens::new(&missing)),
+            Err(Error::Syntax)
+        );
         let empty: [&[u8]; 2] = [b"CLIENT", b""];
-        assert_eq!(client_option(&mut Tokens::new(&empty)), Err(Error::EmptyClient));
+        assert_eq!(
+            client_option(&mut Tokens::new(&empty)),
+            Err(Error::EmptyClient)
+        );
         let unknown: [&[u8]; 1] = [b"FOO"];
-        assert_eq!(client_option(&mut Tokens::new(&unknown)), Err(Error::Syntax));
+        assert_eq!(
+            client_option(&mut Tokens::new(&unknown)),
+            Err(Error::Syntax)
+        );
     }
 }

@@ -109,7 +109,15 @@ mod tests {
     #[test]
     fn options_are_case_insensitive_and_in_any_order() {
         let change = parse_all(&[
-            b"k", b"5", b"100", b"client", b"c1", b"keepstate", b"xx", b"keepalive", b"200",
+            b"k",
+            b"5",
+            b"100",
+            b"client",
+            b"c1",
+            b"keepstate",
+            b"xx",
+            b"keepalive",
+            b"200",
             b"per_client",
         ])
         .unwrap();

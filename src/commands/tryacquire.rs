@@ -57,7 +57,10 @@ mod tests {
     fn permits_are_validated() {
         for bad in [&b"0"[..], b"-1", b"4294967296", b"1.5"] {
             let args: [&[u8]; 2] = [b"k", bad];
-            assert!(matches!(parse(&args), Err(Error::Number { arg: "permits", .. })));
+            assert!(matches!(
+                parse(&args),
+                Err(Error::Number { arg: "permits", .. })
+            ));
         }
         let args: [&[u8]; 3] = [b"k", b"2", b"3"];
         assert_eq!(parse(&args), Err(Error::Syntax));

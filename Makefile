@@ -1,0 +1,45 @@
+# ratelimit: build, run and test the Redis module.
+#   make run    install what is missing, build the release module, start Redis with redis.conf
+#   make test   build the module and run every test (unit and against real redis-server)
+#   make bench  the module against the equivalent Lua script and plain INCR, side by side
+
+REDIS_SERVER ?= redis-server
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+MODULE_DEBUG := target/debug/libratelimit.so
+MODULE_RELEASE := target/release/libratelimit.so
+
+.PHONY: deps build release run test lint ci clean
+
+## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
+## redis-module) with apt, only if they are missing.
+deps:
+	@missing=""; \
+	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	cargo build
+
+release: deps
+	cargo build --release
+
+run: release
+	$(REDIS_SERVER) redis.conf
+
+## cargo test does not build a cdylib for the integration tests: build it first.
+test: build
+	cargo test
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+ci: deps lint test
+
+clean:
+	cargo clean

@@ -1,0 +1,286 @@
+//! Test harness: a real `redis-server` with the built module, on a free loopback port, stopped
+//! (and its directory removed) when the `Server` is dropped. Time comes from the module's debug
+//! clock (`RATELIMIT.DEBUG SETCLOCK/ADVANCE`), never from sleeps.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+pub use redis::{Connection, RedisError, Value};
+
+/// A unix-ms instant the tests freeze the clock at: 2026-01-01T00:00:00Z.
+pub const T0: i64 = 1_767_225_600_000;
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Server {
+    /// A server with the module and its debug commands.
+    pub fn start() -> Server {
+        Server::start_with(&["debug-commands", "yes"], &[])
+    }
+
+    /// A server with the module loaded with `module_args`, and extra `redis-server` arguments
+    /// (`["--appendonly", "yes"]`).
+    pub fn start_with(module_args: &[&str], server_args: &[&str]) -> Server {
+        let module = module_path();
+        let mut load = vec![module.to_string_lossy().into_owned()];
+        load.extend(module_args.iter().map(|s| s.to_string()));
+        let mut args: Vec<String> = vec!["--loadmodule".into()];
+        args.extend(load);
+        args.extend(server_args.iter().map(|s| s.to_string()));
+        Server::spawn(&args).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
+    }
+
+    /// A plain server without the module (a replica that must not need it, for instance).
+    pub fn start_plain(server_args: &[&str]) -> Server {
+        let args: Vec<String> = server_args.iter().map(|s| s.to_string()).collect();
+        Server::spawn(&args).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
+    }
+
+    /// Starts a server; on failure returns its log. Retries on a port taken in between.
+    fn spawn(extra: &[String]) -> Result<Server, String> {
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("redis-{port}"));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let log = dir.join("redis.log");
+            let child = Command::new(server_binary())
+                .arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--logfile")
+                .arg(&log)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
+            let mut server = Server { child, port, dir };
+            if server.wait_ready() {
+                return Ok(server);
+            }
+            last_log = fs::read_to_string(&log).unwrap_or_default();
+        }
+        Err(last_log)
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut con) = self.client().get_connection() {
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    return true;
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid url")
+    }
+
+    /// A RESP2 connection.
+    pub fn conn(&self) -> Connection {
+        self.client().get_connection().expect("connect")
+    }
+
+    /// A RESP3 connection (`HELLO 3`).
+    pub fn conn_resp3(&self) -> Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .expect("valid url")
+            .get_connection()
+            .expect("connect")
+    }
+
+    /// The server's log so far, for assertion messages.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    /// Whether the process is still running (a module panic aborts it).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The server binary: `$REDIS_SERVER`, or `redis-server` (set it to `valkey-server` for Valkey).
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// `target/<profile>/libratelimit.so`, next to this test binary's `deps/` folder, or
+/// `$RATELIMIT_MODULE`. Refuses a module older than the sources: `cargo test` does not rebuild a
+/// cdylib, so a stale one would test old code (`make test` builds it first).
+pub fn module_path() -> PathBuf {
+    if let Ok(path) = std::env::var("RATELIMIT_MODULE") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let module = profile_dir.join("libratelimit.so");
+    let built = fs::metadata(&module)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run `make test` (or `cargo build` first)",
+                module.display()
+            )
+        });
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Some(newest) = newest_mtime(&src) {
+        assert!(
+            newest <= built,
+            "{} is older than src/: run `make test` (or `cargo build` first)",
+            module.display()
+        );
+    }
+    module
+}
+
+fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                newest_mtime(&path)
+            } else {
+                entry.metadata().and_then(|m| m.modified()).ok()
+            }
+        })
+        .max()
+}
+
+/// Freezes the module clock at `ms`.
+pub fn set_clock(con: &mut Connection, ms: i64) {
+    let _: String = redis::cmd("RATELIMIT.DEBUG")
+        .arg("SETCLOCK")
+        .arg(ms)
+        .query(con)
+        .expect("SETCLOCK");
+}
+
+/// Moves the frozen clock forward.
+pub fn advance(con: &mut Connection, ms: i64) {
+    let _: i64 = redis::cmd("RATELIMIT.DEBUG")
+        .arg("ADVANCE")
+        .arg(ms)
+        .query(con)
+        .expect("ADVANCE");
+}
+
+/// Runs a command given as words; binary-safe arguments.
+pub fn run<T: redis::FromRedisValue>(
+    con: &mut Connection,
+    words: &[&[u8]],
+) -> redis::RedisResult<T> {
+    let (name, rest) = words.split_first().expect("a command name");
+    let mut cmd = redis::cmd(std::str::from_utf8(name).expect("ascii command name"));
+    for word in rest {
+        cmd.arg(*word);
+    }
+    cmd.query(con)
+}
+
+/// Runs a command given as one space-separated line (arguments without spaces).
+pub fn line<T: redis::FromRedisValue>(con: &mut Connection, text: &str) -> redis::RedisResult<T> {
+    let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+    run(con, &words)
+}
+
+/// TRYACQUIRE's reply: None = acquired, Some(ms) = wait.
+pub fn try_acquire(con: &mut Connection, key: &str, permits: u32) -> Option<i64> {
+    line(con, &format!("RATELIMIT.TRYACQUIRE {key} {permits}")).expect("TRYACQUIRE")
+}
+
+/// The full error line a client sees, e.g. `ERR syntax error` or `WRONGTYPE Operation ...`.
+pub fn error_line(e: &RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs a command that must fail and returns its error line.
+pub fn error_of(con: &mut Connection, text: &str) -> String {
+    match line::<Value>(con, text) {
+        Ok(v) => panic!("`{text}` succeeded with {v:?}, expected an error"),
+        Err(e) => error_line(&e),
+    }
+}
+
+/// Every key with its DUMP payload and its absolute expiry: the whole dataset, comparable
+/// across servers and before/after a failed command.
+pub fn snapshot(con: &mut Connection) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).expect("KEYS");
+    keys.sort();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(con).expect("DUMP");
+            let at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(&key)
+                .query(con)
+                .expect("PEXPIRETIME");
+            (key, dump, at)
+        })
+        .collect()
+}
+
+/// Members of a permits zset with their scores, oldest first.
+pub fn log_entries(con: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .expect("ZRANGE")
+}
+
+/// The permits of one member, decoded as the keyspace contract says.
+pub fn member_permits(member: &[u8]) -> u32 {
+    let len = member[0] as usize;
+    u32::from_le_bytes(member[1 + len..5 + len].try_into().expect("4 bytes"))
+}

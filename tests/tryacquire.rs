@@ -1,0 +1,64 @@
+//! RATELIMIT.TRYACQUIRE against a real server: grants, refusals, wait hints, the window boundary.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn grants_up_to_rate_then_replies_the_wait() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.SETRATE api 3 1000").unwrap(),
+        1
+    );
+    for _ in 0..3 {
+        assert_eq!(try_acquire(&mut con, "api", 1), None);
+    }
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(1000));
+    advance(&mut con, 250);
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(750));
+    let value: String = line(&mut con, "GET {api}:value").unwrap();
+    assert_eq!(value, "0");
+    assert_eq!(log_entries(&mut con, "{api}:permits").len(), 3);
+}
+
+#[test]
+fn an_entry_is_free_again_at_exactly_t_plus_interval() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap();
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    advance(&mut con, 999);
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(1));
+    advance(&mut con, 1);
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    let entries = log_entries(&mut con, "{api}:permits");
+    assert_eq!(entries.len(), 1, "the expired entry was pruned");
+    assert_eq!(entries[0].1, T0 + 1000);
+}
+
+#[test]
+fn members_are_21_bytes_with_le_permits_and_decode_in_lua() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 100000 1000").unwrap();
+    assert_eq!(try_acquire(&mut con, "api", 70000), None);
+    let entries = log_entries(&mut con, "{api}:permits");
+    let (member, score) = &entries[0];
+    assert_eq!(member.len(), 21);
+    assert_eq!(member[0], 0x10);
+    assert_eq!(&member[17..], &70000u32.to_le_bytes());
+    assert_eq!(*score, T0);
+    // Redisson's own decoder, run by Redis's Lua.
+    let decoded: Vec<i64> = redis::cmd("EVAL")
+        .arg("local id, p = struct.unpack('Bc0I', redis.call('zrange', KEYS[1], 0, 0)[1]); return {string.len(id), p}")
+        .arg(1)
+        .arg("{api}:permits")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(decoded, vec![16, 70000]);
+}
