@@ -37,6 +37,10 @@ pub enum Error {
     InvalidExpireTime,
     /// RATELIMIT.DEBUG misuse.
     Debug(&'static str),
+    /// The caller's ACL does not allow a key the limiter derives from its name.
+    NoPermission { key: Vec<u8> },
+    /// In cluster mode, a name whose derived keys hash to another slot (such as `a{b`).
+    CrossSlot { name: Vec<u8> },
 }
 
 impl Error {
@@ -82,6 +86,18 @@ impl fmt::Display for Error {
                 f.write_str("ERR invalid expire time in 'ratelimit.expire' command")
             }
             Error::Debug(msg) => write!(f, "ERR {msg}"),
+            Error::NoPermission { key } => write!(
+                f,
+                "NOPERM this user has no permissions to access the limiter key '{}'",
+                Printable(key)
+            ),
+            Error::CrossSlot { name } => write!(
+                f,
+                "CROSSSLOT the keys of limiter '{}' hash to different slots; \
+                 use a name with a complete hash tag, such as '{{{}}}'",
+                Printable(name),
+                Printable(name)
+            ),
         }
     }
 }

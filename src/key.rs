@@ -59,6 +59,10 @@ impl<'c> Key<'c> {
         self.name.as_slice()
     }
 
+    pub fn name_string(&self) -> &RedisString {
+        &self.name
+    }
+
     pub fn kind(&self) -> Kind {
         if self.ptr.is_null() {
             return Kind::Empty;

@@ -63,6 +63,32 @@ fn suffixed(name: &[u8], suffix: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag (the part between the
+/// first `{` and the next `}`, if non-empty) or of the whole key, modulo 16384.
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(key)) % 16384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 /// Encodes a member: `[id length][id][permits as u32 little-endian]`.
 pub fn encode_member(id: &[u8; ID_LEN], permits: u32) -> [u8; MEMBER_LEN] {
     let mut out = [0u8; MEMBER_LEN];
@@ -145,6 +171,36 @@ mod tests {
         let keys = StateKeys::client(b"api", b"6f1c-uuid");
         assert_eq!(keys.value, b"{api}:value:6f1c-uuid");
         assert_eq!(keys.permits, b"{api}:permits:6f1c-uuid");
+    }
+
+    #[test]
+    fn hash_slots_match_redis_cluster() {
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+        assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+    }
+
+    #[test]
+    fn derived_keys_share_the_slot_unless_the_name_has_a_broken_tag() {
+        for name in [&b"api"[..], b"{user:1}.api", b"x{tag}y", b"\xff\x00"] {
+            let keys = StateKeys::client(name, b"c");
+            assert_eq!(hash_slot(&keys.value), hash_slot(name), "{name:?}");
+            assert_eq!(
+                hash_slot(&StateKeys::overall(name).permits),
+                hash_slot(name)
+            );
+        }
+        assert_ne!(
+            hash_slot(&StateKeys::overall(b"a{b").value),
+            hash_slot(b"a{b")
+        );
+        assert_ne!(
+            hash_slot(&StateKeys::overall(b"{}x").value),
+            hash_slot(b"{}x")
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod error;
 mod key;
 mod keyspace;
 mod limiter;
+mod stats;
 mod store;
 
 use std::os::raw::c_int;
@@ -29,6 +30,13 @@ macro_rules! allocator {
 macro_rules! allocator {
     () => {
         std::alloc::System
+    };
+}
+
+/// A command handler whose error replies are counted in `INFO ratelimit`.
+macro_rules! counted {
+    ($run:path) => {
+        |ctx: &Context, args: Vec<RedisString>| stats::counted($run(ctx, args))
     };
 }
 
@@ -74,10 +82,39 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     };
     if options.debug_commands {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
-        return register_debug_command(ctx);
+        if register_debug_command(ctx) == Status::Err {
+            return Status::Err;
+        }
     }
+    for doc in DOCS {
+        if commands::doc::describe(ctx, doc) == Status::Err {
+            ctx.log_warning(&format!(
+                "ratelimit: could not set the docs of {}",
+                doc.name.to_string_lossy()
+            ));
+            return Status::Err;
+        }
+    }
+    if options.debug_commands && commands::doc::describe(ctx, &commands::debug::DOC) == Status::Err
+    {
+        return Status::Err;
+    }
+    // Replaces the crate's default (empty) INFO callback with ours.
+    raw::register_info_function(ctx.ctx, Some(stats::info));
     Status::Ok
 }
+
+/// The docs of the commands in the `redis_module!` list below.
+const DOCS: [&commands::doc::Doc; 8] = [
+    &commands::setrate::DOC,
+    &commands::tryacquire::DOC,
+    &commands::config::DOC,
+    &commands::available::DOC,
+    &commands::release::DOC,
+    &commands::delete::DOC,
+    &commands::expire::DOC,
+    &commands::persist::DOC,
+];
 
 /// RATELIMIT.DEBUG is registered here rather than in the static list below, so that without
 /// `debug-commands yes` the command does not exist at all.
@@ -89,7 +126,7 @@ fn register_debug_command(ctx: &Context) -> Status {
     ) -> c_int {
         let context = Context::new(ctx);
         let args = redis_module::decode_args(ctx, argv, argc);
-        context.reply(commands::debug::run(&context, args)) as c_int
+        context.reply(stats::counted(commands::debug::run(&context, args))) as c_int
     }
     // SAFETY: called from OnLoad with the module's context; names and flags are static C strings.
     let created = unsafe {
@@ -119,14 +156,14 @@ redis_module! {
     data_types: [],
     init: init,
     commands: [
-        ["ratelimit.setrate", commands::setrate::run, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.tryacquire", commands::tryacquire::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["ratelimit.config", commands::config::run, "readonly fast", 1, 1, 1, ""],
-        ["ratelimit.available", commands::available::run, "readonly", 1, 1, 1, ""],
-        ["ratelimit.release", commands::release::run, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.delete", commands::delete::run, "write", 1, 1, 1, ""],
-        ["ratelimit.expire", commands::expire::run, "write fast", 1, 1, 1, ""],
-        ["ratelimit.persist", commands::persist::run, "write fast", 1, 1, 1, ""],
+        ["ratelimit.setrate", counted!(commands::setrate::run), "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.tryacquire", counted!(commands::tryacquire::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["ratelimit.config", counted!(commands::config::run), "readonly fast", 1, 1, 1, ""],
+        ["ratelimit.available", counted!(commands::available::run), "readonly", 1, 1, 1, ""],
+        ["ratelimit.release", counted!(commands::release::run), "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.delete", counted!(commands::delete::run), "write", 1, 1, 1, ""],
+        ["ratelimit.expire", counted!(commands::expire::run), "write fast", 1, 1, 1, ""],
+        ["ratelimit.persist", counted!(commands::persist::run), "write fast", 1, 1, 1, ""],
     ],
 }
 

@@ -5,13 +5,14 @@
 use std::ops::ControlFlow;
 
 use rand::RngCore;
-use redis_module::Context;
+use redis_module::{raw, Context, ContextFlags};
 
 use crate::args;
 use crate::error::Error;
 use crate::key::{Access, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
+use crate::stats;
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
 /// impossible; the bound only guarantees termination.
@@ -23,6 +24,8 @@ pub struct Limiter<'c> {
     name: Vec<u8>,
     hash: Key<'c>,
     access: Access,
+    caller: Caller,
+    cluster: bool,
 }
 
 /// One state of a limiter: the value string and permits zset, overall or of one client.
@@ -69,7 +72,32 @@ impl<'c> Limiter<'c> {
             name: name.to_vec(),
             hash,
             access,
+            caller: Caller::current(ctx),
+            cluster: ctx.get_flags().contains(ContextFlags::CLUSTER),
         })
+    }
+
+    /// Opens the value and permits keys of one state. The server checked only the declared
+    /// `key`; these are derived from it, so this is where the module refuses, before touching
+    /// anything, a state in another cluster slot or outside the caller's ACL.
+    fn open_state(&self, keys: &StateKeys, access: Access) -> Result<State<'c>, Error> {
+        if self.cluster {
+            let slot = keyspace::hash_slot(&self.name);
+            if keyspace::hash_slot(&keys.value) != slot
+                || keyspace::hash_slot(&keys.permits) != slot
+            {
+                return Err(Error::CrossSlot {
+                    name: self.name.clone(),
+                });
+            }
+        }
+        let value = Key::open(self.ctx, &keys.value, access);
+        self.caller.check(&value, access)?;
+        expect_kind(&value, Kind::String)?;
+        let permits = Key::open(self.ctx, &keys.permits, access);
+        self.caller.check(&permits, access)?;
+        expect_kind(&permits, Kind::ZSet)?;
+        Ok(State { value, permits })
     }
 
     /// The configuration; `None` if the limiter does not exist.
@@ -128,7 +156,7 @@ impl<'c> Limiter<'c> {
             (Mode::PerClient, Some(client)) => StateKeys::client(&self.name, client),
             (Mode::PerClient, None) => return Err(Error::ClientRequired),
         };
-        State::open(self.ctx, &keys, self.access)
+        self.open_state(&keys, self.access)
     }
 
     /// TRYACQUIRE: take `permits` now or say how long to wait.
@@ -159,6 +187,10 @@ impl<'c> Limiter<'c> {
             state.value.set_string(value.to_string().as_bytes());
         }
         self.apply_ttl_rule(&config, &state);
+        stats::add(match plan.outcome {
+            Outcome::Acquired => &stats::ACQUIRED,
+            Outcome::Wait(_) => &stats::REFUSED,
+        });
         Ok(plan.outcome)
     }
 
@@ -255,13 +287,9 @@ impl<'c> Limiter<'c> {
 
         // Open and check every key this change may touch before writing any of them.
         let mode_changed = fields.kind.as_deref().is_some_and(|old| old != new_type);
-        let overall = State::open(self.ctx, &StateKeys::overall(&self.name), Access::Write)?;
+        let overall = self.open_state(&StateKeys::overall(&self.name), Access::Write)?;
         let client = match change.client {
-            Some(id) => Some(State::open(
-                self.ctx,
-                &StateKeys::client(&self.name, id),
-                Access::Write,
-            )?),
+            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), Access::Write)?),
             None => None,
         };
         let target = match change.mode {
@@ -321,13 +349,9 @@ impl<'c> Limiter<'c> {
         client: Option<&[u8]>,
         mut act: impl FnMut(&Key<'c>) -> bool,
     ) -> Result<i64, Error> {
-        let overall = State::open(self.ctx, &StateKeys::overall(&self.name), self.access)?;
+        let overall = self.open_state(&StateKeys::overall(&self.name), self.access)?;
         let client = match client {
-            Some(id) => Some(State::open(
-                self.ctx,
-                &StateKeys::client(&self.name, id),
-                self.access,
-            )?),
+            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), self.access)?),
             None => None,
         };
         let mut keys = vec![&self.hash, &overall.value, &overall.permits];
@@ -354,15 +378,7 @@ impl<'c> Limiter<'c> {
     }
 }
 
-impl<'c> State<'c> {
-    fn open(ctx: &'c Context, keys: &StateKeys, access: Access) -> Result<Self, Error> {
-        let value = Key::open(ctx, &keys.value, access);
-        expect_kind(&value, Kind::String)?;
-        let permits = Key::open(ctx, &keys.permits, access);
-        expect_kind(&permits, Kind::ZSet)?;
-        Ok(State { value, permits })
-    }
-
+impl State<'_> {
     /// The value string, if present; an error naming the key if it is not an integer.
     fn stored_value(&self) -> Result<Option<i64>, Error> {
         match self.value.read_string() {
@@ -417,6 +433,73 @@ impl PermitLog for State<'_> {
                 permits: decoded.permits,
             }))
         })
+    }
+}
+
+/// The user running the command, for ACL checks on derived keys. Null when the context has no
+/// user (a module timer, for instance): those run on behalf of a command already checked.
+struct Caller(*mut raw::RedisModuleUser);
+
+impl Caller {
+    fn current(ctx: &Context) -> Self {
+        // SAFETY: both calls accept any context/string and may return NULL; the name is freed here.
+        unsafe {
+            let (Some(user_name), Some(lookup), Some(free)) = (
+                raw::RedisModule_GetCurrentUserName,
+                raw::RedisModule_GetModuleUserFromUserName,
+                raw::RedisModule_FreeString,
+            ) else {
+                return Caller(std::ptr::null_mut());
+            };
+            let name = user_name(ctx.ctx);
+            if name.is_null() {
+                return Caller(std::ptr::null_mut());
+            }
+            let user = lookup(name);
+            free(ctx.ctx, name);
+            Caller(user)
+        }
+    }
+
+    fn check(&self, key: &Key<'_>, access: Access) -> Result<(), Error> {
+        let Some(check) = (unsafe { raw::RedisModule_ACLCheckKeyPermissions }) else {
+            return Ok(());
+        };
+        if self.0.is_null() {
+            return Ok(());
+        }
+        let flags = match access {
+            Access::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
+            Access::Write => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
+        };
+        // SAFETY: a live user handle and a key name string owned by `key`.
+        let status = unsafe {
+            check(
+                self.0,
+                key.name_string().inner,
+                flags as std::os::raw::c_int,
+            )
+        };
+        if status == raw::REDISMODULE_OK as std::os::raw::c_int {
+            Ok(())
+        } else {
+            Err(Error::NoPermission {
+                key: key.name().to_vec(),
+            })
+        }
+    }
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the handle came from GetModuleUserFromUserName and is freed once.
+            unsafe {
+                if let Some(free) = raw::RedisModule_FreeModuleUser {
+                    free(self.0);
+                }
+            }
+        }
     }
 }
 

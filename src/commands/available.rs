@@ -3,12 +3,22 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
+use super::doc::{Doc, CLIENT, KEY, READ};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.available",
+    summary: c"Returns the permits available now, without writing anything.",
+    complexity: c"O(log(N)) plus O(1) per expired entry, N being the entries in the log; O(N) when the value must be rebuilt from the log.",
+    arity: -2,
+    key: Some(READ),
+    args: &[KEY, CLIENT],
+};
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);

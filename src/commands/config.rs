@@ -6,10 +6,20 @@ use std::os::raw::{c_char, c_long};
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
+use super::doc::{Doc, KEY, READ};
 use crate::error::Error;
 use crate::key::Access;
 use crate::limiter::{Config, Mode};
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.config",
+    summary: c"Returns a limiter's rate, interval, type and keepAliveTime.",
+    complexity: c"O(1)",
+    arity: 2,
+    key: Some(READ),
+    args: &[KEY],
+};
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);

@@ -4,9 +4,26 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
+use super::doc::{Arg, Doc, Kind};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::clock;
 use crate::error::Error;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.debug",
+    summary: c"Freezes, advances or releases the module's clock (only with the load option debug-commands yes).",
+    complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
+    arity: -2,
+    key: None,
+    args: &[Arg::new(
+        c"subcommand",
+        Kind::OneOf(&[
+            Arg::new(c"unix-ms", Kind::Integer).after(c"SETCLOCK"),
+            Arg::new(c"ms", Kind::Integer).after(c"ADVANCE"),
+            Arg::token(c"realclock", c"REALCLOCK"),
+        ]),
+    )],
+};
 
 /// Largest clock value: scores stay exact integers in a zset's f64 below 2^53.
 const MAX_CLOCK_MS: i64 = (1 << 53) - 1;

@@ -1,13 +1,23 @@
 //! `RATELIMIT.DELETE key [CLIENT id]`: delete the hash, the OVERALL state and the given client's
 //! state. Replies the number of keys deleted, as DEL does.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
+use super::doc::{Doc, CLIENT, KEY};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::error::Error;
 use crate::key::{Access, Key};
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.delete",
+    summary: c"Deletes a limiter: its hash, its OVERALL state and the given client's state.",
+    complexity: c"O(N) in the entries of the deleted logs.",
+    arity: -2,
+    key: Some(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE),
+    args: &[KEY, CLIENT],
+};
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);

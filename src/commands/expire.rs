@@ -5,11 +5,35 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
+use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::clock;
 use crate::error::Error;
 use crate::key::{Access, Key};
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.expire",
+    summary: c"Sets a TTL in milliseconds on every key of a limiter, as PEXPIRE does.",
+    complexity: c"O(1)",
+    arity: -3,
+    key: Some(UPDATE),
+    args: &[
+        KEY,
+        Arg::new(c"milliseconds", Kind::Integer),
+        Arg::new(
+            c"condition",
+            Kind::OneOf(&[
+                Arg::token(c"nx", c"NX"),
+                Arg::token(c"xx", c"XX"),
+                Arg::token(c"gt", c"GT"),
+                Arg::token(c"lt", c"LT"),
+            ]),
+        )
+        .optional(),
+        CLIENT,
+    ],
+};
 
 /// PEXPIRE's conditions. XX combines with GT or LT; NX combines with none.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

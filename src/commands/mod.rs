@@ -4,6 +4,7 @@ pub mod available;
 pub mod config;
 pub mod debug;
 pub mod delete;
+pub mod doc;
 pub mod expire;
 pub mod persist;
 pub mod release;

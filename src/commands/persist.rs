@@ -3,11 +3,21 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
+use super::doc::{Doc, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::error::Error;
 use crate::key::{Access, Key};
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.persist",
+    summary: c"Removes the TTL of every key of a limiter.",
+    complexity: c"O(1)",
+    arity: -2,
+    key: Some(UPDATE),
+    args: &[KEY, CLIENT],
+};
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);

@@ -4,12 +4,22 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
+use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option};
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.release",
+    summary: c"Gives permits back by removing the newest log entries worth them.",
+    complexity: c"O(M log(N)), M being the entries released and N the entries in the log.",
+    arity: -3,
+    key: Some(UPDATE),
+    args: &[KEY, Arg::new(c"permits", Kind::Integer), CLIENT],
+};
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);

@@ -5,12 +5,42 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
+use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
 use crate::limiter::Mode;
 use crate::store::{Condition, Limiter, RateChange};
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.setrate",
+    summary: c"Creates or reconfigures a rate limiter (Redisson trySetRate with NX, setRate, updateRate with XX).",
+    complexity: c"O(1); with KEEPSTATE O(N) in the entries of the client's log, or of the log being reset.",
+    arity: -4,
+    key: Some(UPDATE),
+    args: &[
+        KEY,
+        Arg::new(c"rate", Kind::Integer),
+        Arg::new(c"interval", Kind::Integer),
+        Arg::new(
+            c"mode",
+            Kind::OneOf(&[
+                Arg::token(c"overall", c"OVERALL"),
+                Arg::token(c"per_client", c"PER_CLIENT"),
+            ]),
+        )
+        .optional(),
+        Arg::new(c"ms", Kind::Integer).after(c"KEEPALIVE").optional(),
+        Arg::new(
+            c"condition",
+            Kind::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
+        )
+        .optional(),
+        Arg::token(c"keepstate", c"KEEPSTATE").optional(),
+        CLIENT,
+    ],
+};
 
 #[derive(Debug)]
 pub struct Request<'a> {

@@ -2,12 +2,22 @@
 
 use redis_module::{Context, RedisResult, RedisString};
 
+use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option, outcome_reply};
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
 use crate::store::Limiter;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.tryacquire",
+    summary: c"Takes permits now if the limiter has them; otherwise replies the milliseconds to wait.",
+    complexity: c"O(log(N)) per expired entry pruned plus O(log(N)) to log the acquisition, N being the entries in the log; O(K) more on refusal to find the wait, K being the oldest entries it takes.",
+    arity: -2,
+    key: Some(UPDATE),
+    args: &[KEY, Arg::new(c"permits", Kind::Integer).optional(), CLIENT],
+};
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request<'a> {

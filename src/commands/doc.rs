@@ -1,0 +1,191 @@
+//! What `COMMAND DOCS` and `COMMAND INFO` say about each command: summary, complexity, arity,
+//! key spec and argument tree. Each command file declares its [`Doc`]; [`describe`] hands it to
+//! `RedisModule_SetCommandInfo` at load (Redis 7.0+, which copies everything it is given).
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::{raw, Context, Status};
+
+pub const SINCE: &CStr = c"1.0.0";
+
+pub struct Doc {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Redis arity: the exact count including the name, or -N for at least N.
+    pub arity: c_int,
+    /// `REDISMODULE_CMD_KEY_*` flags of `key` (argument 1), or None for a keyless command.
+    pub key: Option<u32>,
+    pub args: &'static [Arg],
+}
+
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Key,
+    Integer,
+    String,
+    /// A bare keyword (`NX`).
+    Token,
+    OneOf(&'static [Arg]),
+}
+
+#[derive(Clone, Copy)]
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: Kind,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+}
+
+impl Arg {
+    pub const fn new(name: &'static CStr, kind: Kind) -> Self {
+        Arg {
+            name,
+            kind,
+            token: None,
+            optional: false,
+        }
+    }
+
+    /// A bare keyword: its name is the keyword in lower case.
+    pub const fn token(name: &'static CStr, token: &'static CStr) -> Self {
+        Arg {
+            name,
+            kind: Kind::Token,
+            token: Some(token),
+            optional: false,
+        }
+    }
+
+    pub const fn after(mut self, token: &'static CStr) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    pub const fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+}
+
+/// The `key` argument every limiter command starts with.
+pub const KEY: Arg = Arg::new(c"key", Kind::Key);
+/// `[CLIENT id]`.
+pub const CLIENT: Arg = Arg::new(c"id", Kind::String).after(c"CLIENT").optional();
+
+pub const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+pub const UPDATE: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+
+/// Registers a command's documentation. A server without the API (before 7.0) keeps the
+/// legacy key positions given at creation, which still route and check the key.
+pub fn describe(ctx: &Context, doc: &Doc) -> Status {
+    static VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    // SAFETY: module API pointers filled in at init; every pointer handed over lives in `arena`
+    // or `specs` (or is static) until SetCommandInfo returns, and Redis copies what it keeps.
+    unsafe {
+        let (Some(get_command), Some(set_info)) =
+            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo)
+        else {
+            return Status::Ok;
+        };
+        let command = get_command(ctx.ctx, doc.name.as_ptr());
+        if command.is_null() {
+            return Status::Err;
+        }
+        let mut specs: [raw::RedisModuleCommandKeySpec; 2] = std::mem::zeroed();
+        let key_specs = match doc.key {
+            Some(flags) => {
+                specs[0].flags = u64::from(flags);
+                specs[0].begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                specs[0].bs.index.pos = 1;
+                specs[0].find_keys_type =
+                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                specs[0].fk.range.lastkey = 0;
+                specs[0].fk.range.keystep = 1;
+                specs[0].fk.range.limit = 0;
+                specs.as_mut_ptr()
+            }
+            None => ptr::null_mut(),
+        };
+        let mut arena: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
+        let args = raw_args(doc.args, &mut arena);
+        let info = raw::RedisModuleCommandInfo {
+            version: &VERSION,
+            summary: doc.summary.as_ptr(),
+            complexity: doc.complexity.as_ptr(),
+            since: SINCE.as_ptr(),
+            history: ptr::null_mut(),
+            tips: ptr::null(),
+            arity: doc.arity,
+            key_specs,
+            args,
+        };
+        if set_info(command, &info) == raw::REDISMODULE_OK as c_int {
+            Status::Ok
+        } else {
+            Status::Err
+        }
+    }
+}
+
+/// A zero-terminated array of raw args, children first; `arena` owns every array.
+fn raw_args(
+    args: &[Arg],
+    arena: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    let mut out: Vec<raw::RedisModuleCommandArg> = Vec::with_capacity(args.len() + 1);
+    for arg in args {
+        let (type_, subargs) = match arg.kind {
+            Kind::Key => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                None,
+            ),
+            Kind::Integer => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                None,
+            ),
+            Kind::String => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                None,
+            ),
+            Kind::Token => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                None,
+            ),
+            Kind::OneOf(children) => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+                Some(children),
+            ),
+        };
+        out.push(raw::RedisModuleCommandArg {
+            name: arg.name.as_ptr(),
+            type_,
+            key_spec_index: if matches!(arg.kind, Kind::Key) { 0 } else { -1 },
+            token: arg.token.map_or(ptr::null(), CStr::as_ptr),
+            summary: ptr::null(),
+            since: ptr::null(),
+            flags: if arg.optional {
+                raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+            } else {
+                raw::REDISMODULE_CMD_ARG_NONE as c_int
+            },
+            deprecated_since: ptr::null(),
+            subargs: subargs.map_or(ptr::null_mut(), |children| raw_args(children, arena)),
+            display_text: ptr::null(),
+        });
+    }
+    // SAFETY: an all-zero RedisModuleCommandArg (null pointers, zero ints) is the terminator.
+    out.push(unsafe { std::mem::zeroed() });
+    let pointer = out.as_mut_ptr();
+    arena.push(out);
+    pointer
+}

@@ -1,0 +1,54 @@
+//! Counters reported by `INFO ratelimit` (section `ratelimit_stats`).
+//!
+//! Commands run on Redis's main thread; atomics only make the statics safe to declare.
+
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use redis_module::{raw, RedisResult};
+
+/// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting).
+pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
+/// TRYACQUIRE calls refused with a wait hint.
+pub static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Commands that replied with an error.
+pub static ERRORS: AtomicU64 = AtomicU64::new(0);
+/// Clients blocked in ACQUIRE right now.
+pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
+/// ACQUIRE calls that blocked, ever.
+pub static WAITS: AtomicU64 = AtomicU64::new(0);
+/// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
+pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+
+pub fn add(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}
+
+pub fn sub(counter: &AtomicU64) {
+    let _ = counter.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+}
+
+/// Counts a command's error reply, and passes the result through.
+pub fn counted(result: RedisResult) -> RedisResult {
+    if result.is_err() {
+        add(&ERRORS);
+    }
+    result
+}
+
+/// The INFO callback, registered at load.
+pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    if raw::add_info_section(ctx, Some("stats")) != raw::Status::Ok {
+        return;
+    }
+    for (name, counter) in [
+        ("acquired", &ACQUIRED),
+        ("refused", &REFUSED),
+        ("errors", &ERRORS),
+        ("blocked_clients", &BLOCKED_CLIENTS),
+        ("waits", &WAITS),
+        ("timeouts", &TIMEOUTS),
+    ] {
+        raw::add_info_field_unsigned_long_long(ctx, name, counter.load(Relaxed));
+    }
+}
