@@ -26,6 +26,11 @@ pub fn server_ms() -> i64 {
     unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f()) }
 }
 
+/// Whether the debug clock is frozen: then time moves only with ADVANCE.
+pub fn is_frozen() -> bool {
+    FROZEN_AT.load(Ordering::Relaxed) != REAL
+}
+
 pub fn freeze_at(ms: i64) {
     FROZEN_AT.store(ms, Ordering::Relaxed);
 }

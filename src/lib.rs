@@ -6,12 +6,14 @@
 //! `keyspace` (names and member bytes) -> `args`, `error`, `clock`.
 
 mod args;
+mod blocking;
 mod clock;
 mod commands;
 mod error;
 mod key;
 mod keyspace;
 mod limiter;
+mod queue;
 mod stats;
 mod store;
 
@@ -104,8 +106,14 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
+fn deinit(ctx: &Context) -> Status {
+    blocking::stop_all_timers(ctx);
+    Status::Ok
+}
+
 /// The docs of the commands in the `redis_module!` list below.
-const DOCS: [&commands::doc::Doc; 8] = [
+const DOCS: [&commands::doc::Doc; 9] = [
+    &commands::acquire::DOC,
     &commands::setrate::DOC,
     &commands::tryacquire::DOC,
     &commands::config::DOC,
@@ -155,9 +163,11 @@ redis_module! {
     allocator: (allocator!(), allocator!()),
     data_types: [],
     init: init,
+    deinit: deinit,
     commands: [
         ["ratelimit.setrate", counted!(commands::setrate::run), "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.tryacquire", counted!(commands::tryacquire::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["ratelimit.acquire", counted!(commands::acquire::run), "write deny-oom blocking", 1, 1, 1, ""],
         ["ratelimit.config", counted!(commands::config::run), "readonly fast", 1, 1, 1, ""],
         ["ratelimit.available", counted!(commands::available::run), "readonly", 1, 1, 1, ""],
         ["ratelimit.release", counted!(commands::release::run), "write deny-oom", 1, 1, 1, ""],

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::key::{Access, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
+use crate::queue::{self, StateId};
 use crate::stats;
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
@@ -26,6 +27,17 @@ pub struct Limiter<'c> {
     access: Access,
     caller: Caller,
     cluster: bool,
+    db: i32,
+}
+
+/// Whether an acquisition must let the clients blocked in ACQUIRE on the same state go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// A new request: refused while anyone is queued, so a large request at the head is never
+    /// starved by small ones arriving after it.
+    BehindWaiters,
+    /// The head of the queue, being served.
+    FirstInLine,
 }
 
 /// One state of a limiter: the value string and permits zset, overall or of one client.
@@ -65,6 +77,21 @@ pub enum Condition {
 
 impl<'c> Limiter<'c> {
     pub fn open(ctx: &'c Context, name: &[u8], access: Access) -> Result<Self, Error> {
+        Self::open_as(ctx, name, access, Caller::current(ctx))
+    }
+
+    /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
+    /// context that has no user of its own: its ACL was checked when it blocked.
+    pub fn open_for_waiter(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
+        Self::open_as(ctx, name, Access::Write, Caller(std::ptr::null_mut()))
+    }
+
+    fn open_as(
+        ctx: &'c Context,
+        name: &[u8],
+        access: Access,
+        caller: Caller,
+    ) -> Result<Self, Error> {
         let hash = Key::open(ctx, name, access);
         expect_kind(&hash, Kind::Hash)?;
         Ok(Limiter {
@@ -72,8 +99,9 @@ impl<'c> Limiter<'c> {
             name: name.to_vec(),
             hash,
             access,
-            caller: Caller::current(ctx),
+            caller,
             cluster: ctx.get_flags().contains(ContextFlags::CLUSTER),
+            db: selected_db(ctx),
         })
     }
 
@@ -122,11 +150,7 @@ impl<'c> Limiter<'c> {
         Ok(Some(Config {
             rate: number("rate", rate, 0)?,
             interval: number("interval", interval, 1)?,
-            mode: if kind.as_slice() == keyspace::TYPE_PER_CLIENT {
-                Mode::PerClient
-            } else {
-                Mode::Overall
-            },
+            mode: mode_of(kind),
             keep_alive: match &fields.keep_alive {
                 Some(bytes) => number("keepAliveTime", bytes, 0)?,
                 None => 0,
@@ -165,13 +189,31 @@ impl<'c> Limiter<'c> {
         client: Option<&[u8]>,
         permits: u32,
         now: i64,
+        turn: Turn,
     ) -> Result<Outcome, Error> {
         let config = self.require_config()?;
         if i64::from(permits) > config.rate {
             return Err(Error::PermitsExceedRate);
         }
         let state = self.state(&config, client)?;
-        let plan = limiter::try_acquire(&config, state.stored_value()?, &state, now, permits)?;
+        let stored = state.stored_value()?;
+        if turn == Turn::BehindWaiters && !queue::is_empty() {
+            if let Some(ahead) = queue::queued_permits(&self.state_id(&state)) {
+                // Take nothing while others wait; hint at when they and this request could fit.
+                let wanted = ahead
+                    .saturating_add(u64::from(permits))
+                    .min(u64::try_from(config.rate).unwrap_or(0))
+                    .min(u64::from(u32::MAX)) as u32;
+                let hint = match limiter::try_acquire(&config, stored, &state, now, wanted)?.outcome
+                {
+                    Outcome::Wait(ms) => ms,
+                    Outcome::Acquired => 1,
+                };
+                stats::add(&stats::REFUSED);
+                return Ok(Outcome::Wait(hint));
+            }
+        }
+        let plan = limiter::try_acquire(&config, stored, &state, now, permits)?;
         let member = match plan.append {
             Some(entry) => Some((entry, state.fresh_member(entry)?)),
             None => None,
@@ -192,6 +234,39 @@ impl<'c> Limiter<'c> {
             Outcome::Wait(_) => &stats::REFUSED,
         });
         Ok(plan.outcome)
+    }
+
+    /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).
+    pub fn wait_hint(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let plan = limiter::try_acquire(&config, state.stored_value()?, &state, now, permits)?;
+        Ok(match plan.outcome {
+            Outcome::Wait(ms) => ms,
+            Outcome::Acquired => 1,
+        })
+    }
+
+    /// The state an ACQUIRE on `client` waits on, and the keys whose writes may free permits.
+    pub fn waiting_state(&self, client: Option<&[u8]>) -> Result<(StateId, [Vec<u8>; 3]), Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let watched = [
+            self.name.clone(),
+            state.value.name().to_vec(),
+            state.permits.name().to_vec(),
+        ];
+        Ok((self.state_id(&state), watched))
+    }
+
+    fn state_id(&self, state: &State<'_>) -> StateId {
+        StateId {
+            db: self.db,
+            permits_key: state.permits.name().to_vec(),
+        }
     }
 
     /// AVAILABLE: permits available now, computed without writing.
@@ -286,7 +361,11 @@ impl<'c> Limiter<'c> {
         }
 
         // Open and check every key this change may touch before writing any of them.
-        let mode_changed = fields.kind.as_deref().is_some_and(|old| old != new_type);
+        // Modes are compared, not bytes: any `type` but `1` is OVERALL.
+        let mode_changed = fields
+            .kind
+            .as_deref()
+            .is_some_and(|old| mode_of(old) != change.mode);
         let overall = self.open_state(&StateKeys::overall(&self.name), Access::Write)?;
         let client = match change.client {
             Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), Access::Write)?),
@@ -507,6 +586,21 @@ impl Drop for Caller {
 /// fractional one is rounded up, so its entry is never freed early.
 fn score_ms(score: f64) -> i64 {
     score.ceil() as i64
+}
+
+/// The mode a `type` field means: exactly `1` is PER_CLIENT, anything else OVERALL.
+fn mode_of(kind: &[u8]) -> Mode {
+    if kind == keyspace::TYPE_PER_CLIENT {
+        Mode::PerClient
+    } else {
+        Mode::Overall
+    }
+}
+
+/// The database the context has selected.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: GetSelectedDb accepts any context.
+    unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
 }
 
 fn expect_kind(key: &Key<'_>, kind: Kind) -> Result<(), Error> {

@@ -6,6 +6,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::byte_args;
 use super::doc::{Arg, Doc, Kind};
 use crate::args::{self, MAX_DURATION_MS};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 
@@ -28,8 +29,15 @@ pub const DOC: Doc = Doc {
 /// Largest clock value: scores stay exact integers in a zset's f64 below 2^53.
 const MAX_CLOCK_MS: i64 = (1 << 53) - 1;
 
-pub fn run(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let reply = clock_command(&args)?;
+    // Time may have moved: blocked ACQUIRE callers whose time has come are served.
+    blocking::nudge_all(ctx);
+    Ok(reply)
+}
+
+fn clock_command(args: &[RedisString]) -> RedisResult {
+    let args = byte_args(args);
     match args.as_slice() {
         [sub, ms] if args::is_keyword(sub, "SETCLOCK") => {
             clock::freeze_at(args::integer(ms, "unix-ms", 0, MAX_CLOCK_MS)?);

@@ -6,6 +6,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 use super::doc::{Doc, CLIENT, KEY};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
+use crate::blocking;
 use crate::error::Error;
 use crate::key::{Access, Key};
 use crate::store::Limiter;
@@ -25,7 +26,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let key = tokens.next().ok_or(Error::WrongArity)?;
     let client = client_option(&mut tokens)?;
     let limiter = Limiter::open(ctx, key, Access::Write)?;
-    Ok(RedisValue::Integer(
-        limiter.for_each_key(client, Key::delete)?,
-    ))
+    let deleted = limiter.for_each_key(client, Key::delete)?;
+    drop(limiter);
+    blocking::nudge(ctx, key);
+    Ok(RedisValue::Integer(deleted))
 }

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::byte_args;
 use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::{Access, Key};
@@ -128,6 +129,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             key.set_expires_at(at)
         }
     })?;
+    drop(limiter);
+    blocking::nudge(ctx, request.key);
     Ok(RedisValue::Integer(i64::from(changed > 0)))
 }
 

@@ -1,5 +1,6 @@
 //! One file per command: parse the arguments into a request, call the store, shape the reply.
 
+pub mod acquire;
 pub mod available;
 pub mod config;
 pub mod debug;

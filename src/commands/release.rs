@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option};
 use crate::args::{self, Tokens};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
@@ -31,5 +32,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let client = client_option(&mut tokens)?;
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, key, Access::Write)?;
-    Ok(RedisValue::Integer(limiter.release(client, permits, now)?))
+    let released = limiter.release(client, permits, now)?;
+    drop(limiter);
+    blocking::nudge(ctx, key);
+    Ok(RedisValue::Integer(released))
 }

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::byte_args;
 use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
@@ -110,7 +111,10 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let request = parse(&args)?;
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    Ok(RedisValue::Integer(limiter.set_rate(&request.change, now)?))
+    let reply = limiter.set_rate(&request.change, now)?;
+    drop(limiter);
+    blocking::nudge(ctx, request.key);
+    Ok(RedisValue::Integer(reply))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
-use crate::store::Limiter;
+use crate::store::{Limiter, Turn};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",
@@ -46,7 +46,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let request = parse(&args)?;
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    let outcome = limiter.try_acquire(request.client, request.permits, now)?;
+    let outcome = limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)?;
     Ok(outcome_reply(outcome))
 }
 

@@ -1,0 +1,386 @@
+//! Serving the clients blocked in RATELIMIT.ACQUIRE.
+//!
+//! No polling: each queue has one timer, set for the moment its head's permits are free again.
+//! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, SETRATE,
+//! DELETE and EXPIRE, the debug clock's ADVANCE, and keyspace events on the limiter's keys (a
+//! Redisson client's release, a DEL). A grant runs `Limiter::try_acquire` for the head, so it is
+//! applied and replicated as effects exactly like a TRYACQUIRE.
+//!
+//! Every blocked client is unblocked exactly once: by a grant or an error, by its TIMEOUT timer,
+//! by CLIENT UNBLOCK (the timeout callback) or by its disconnection, whichever removes it from
+//! the queue first; the others find it gone and do nothing.
+
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
+
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::limiter::Outcome;
+use crate::queue::{self, QueueId, Removed, Request, TimerId, WaiterId};
+use crate::stats;
+use crate::store::{self, Limiter, Turn};
+
+/// What a blocked client is finally told.
+enum Served {
+    Acquired,
+    Wait(i64),
+    Failed(String),
+}
+
+/// An ACQUIRE as parsed by `commands::acquire`.
+pub struct Acquire<'a> {
+    pub key: &'a [u8],
+    pub permits: u32,
+    /// 0 waits forever.
+    pub timeout_ms: i64,
+    pub client: Option<&'a [u8]>,
+}
+
+/// ACQUIRE: acquire now, or block the caller in the limiter's queue.
+pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let wait =
+        match limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)? {
+            Outcome::Acquired => return Ok(RedisValue::Null),
+            Outcome::Wait(ms) => ms,
+        };
+    if ctx
+        .get_flags()
+        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
+    {
+        // A transaction or a script cannot block: answer as TRYACQUIRE does.
+        return Ok(RedisValue::Integer(wait));
+    }
+    let (state, watched) = limiter.waiting_state(request.client)?;
+    drop(limiter);
+    // SAFETY: a command context; the callbacks below follow the blocked-client contract.
+    let bc = unsafe {
+        raw::RedisModule_BlockClient.map(|block| {
+            block(
+                ctx.ctx,
+                Some(reply),
+                Some(unblocked_by_command),
+                Some(free_served),
+                0,
+            )
+        })
+    };
+    let Some(bc) = bc.filter(|bc| !bc.is_null()) else {
+        return Ok(RedisValue::Integer(wait));
+    };
+    // SAFETY: a live blocked-client handle.
+    unsafe {
+        if let Some(set) = raw::RedisModule_SetDisconnectCallback {
+            set(bc, Some(disconnected));
+        }
+    }
+    let (queue, waiter, first) = queue::enqueue(
+        state,
+        watched,
+        bc,
+        Request {
+            name: request.key.to_vec(),
+            client: request.client.map(<[u8]>::to_vec),
+            permits: request.permits,
+        },
+    );
+    stats::add(&stats::WAITS);
+    stats::add(&stats::BLOCKED_CLIENTS);
+    if request.timeout_ms > 0 {
+        if let Some(timer) = create_timer(ctx, request.timeout_ms, deadline_reached, waiter) {
+            queue::set_deadline(waiter, timer);
+        }
+    }
+    watch_keyspace(ctx);
+    if first {
+        schedule(ctx, queue, wait);
+    }
+    Ok(RedisValue::NoReply)
+}
+
+/// Something may have freed permits of limiter `name` (in the context's database).
+pub fn nudge(ctx: &Context, name: &[u8]) {
+    if queue::is_empty() {
+        return;
+    }
+    for queue in queue::watching(store::selected_db(ctx), name) {
+        schedule(ctx, queue, 0);
+    }
+}
+
+/// The debug clock moved: let every queue check whether its time has come.
+pub fn nudge_all(ctx: &Context) {
+    for queue in queue::all() {
+        schedule(ctx, queue, 0);
+    }
+}
+
+/// Stops every timer, for module unload (refused anyway while clients are blocked).
+pub fn stop_all_timers(ctx: &Context) {
+    for timer in queue::timers() {
+        stop_timer(ctx, timer);
+    }
+}
+
+/// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
+/// ADVANCE, which nudges every queue, so no timer is set for a later moment.
+fn schedule(ctx: &Context, queue: QueueId, ms: i64) {
+    let timer = if ms > 0 && clock::is_frozen() {
+        None
+    } else {
+        create_timer(ctx, ms.max(0), wake, queue)
+    };
+    if let Some(previous) = queue::set_wake(queue, timer) {
+        stop_timer(ctx, previous);
+    }
+}
+
+/// Serves a queue from its head for as long as the head can be granted.
+fn serve(ctx: &Context, queue: QueueId) {
+    while let Some(head) = queue::head(queue) {
+        select_db(ctx, head.db);
+        let request = &head.request;
+        let result = Limiter::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+            limiter.try_acquire(
+                request.client.as_deref(),
+                request.permits,
+                clock::now_ms(),
+                Turn::FirstInLine,
+            )
+        });
+        let served = match result {
+            Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
+            Ok(Outcome::Acquired) => Served::Acquired,
+            // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.
+            Err(e) => Served::Failed(e.to_string()),
+        };
+        if let Some(removed) = take(ctx, head.waiter) {
+            unblock(removed.bc, served);
+        }
+    }
+}
+
+/// Takes a waiter out of its queue and stops its timers. None if it was already gone.
+fn take(ctx: &Context, waiter: WaiterId) -> Option<Removed> {
+    let removed = queue::remove(waiter)?;
+    for timer in removed.deadline.into_iter().chain(removed.emptied_wake) {
+        stop_timer(ctx, timer);
+    }
+    stats::sub(&stats::BLOCKED_CLIENTS);
+    Some(removed)
+}
+
+/// After a waiter left otherwise than by a grant: if it was first in line, the next may fit now.
+fn after_leaving(ctx: &Context, removed: &Removed) {
+    if removed.was_head && queue::exists(removed.queue) {
+        schedule(ctx, removed.queue, 0);
+    }
+}
+
+/// The wait hint a waiter that gives up is told.
+fn hint_for(ctx: &Context, removed: &Removed) -> Served {
+    select_db(ctx, removed.db);
+    let request = &removed.request;
+    let hint = Limiter::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+        limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
+    });
+    match hint {
+        Ok(ms) => Served::Wait(ms),
+        Err(e) => Served::Failed(e.to_string()),
+    }
+}
+
+fn unblock(bc: queue::BlockedClient, served: Served) {
+    let data = Box::into_raw(Box::new(served)).cast::<c_void>();
+    // SAFETY: `bc` was removed from the queue just now, so this is its one and only unblock;
+    // Redis hands `data` to `reply` and then to `free_served`.
+    unsafe {
+        if let Some(unblock) = raw::RedisModule_UnblockClient {
+            unblock(bc, data);
+        }
+    }
+}
+
+// ---- callbacks: each runs on the main thread -------------------------------------------------
+
+/// A queue's wake-up timer.
+extern "C" fn wake(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    let ctx = Context::new(ctx);
+    let queue = data as usize as QueueId;
+    // This timer has fired: forget it rather than stop it.
+    queue::set_wake(queue, None);
+    serve(&ctx, queue);
+}
+
+/// A waiter's TIMEOUT ran out before its permits were granted.
+extern "C" fn deadline_reached(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    let ctx = Context::new(ctx);
+    let waiter = data as usize as WaiterId;
+    let Some(mut removed) = queue::remove(waiter) else {
+        return;
+    };
+    // This deadline timer has fired; only a wake timer of an emptied queue is left to stop.
+    if let Some(timer) = removed.emptied_wake.take() {
+        stop_timer(&ctx, timer);
+    }
+    stats::sub(&stats::BLOCKED_CLIENTS);
+    stats::add(&stats::TIMEOUTS);
+    unblock(removed.bc, hint_for(&ctx, &removed));
+    after_leaving(&ctx, &removed);
+}
+
+/// Redis's timeout callback: reached only through CLIENT UNBLOCK, since ACQUIRE blocks without
+/// a Redis-side timeout (its TIMEOUT is a module timer, precise to the millisecond).
+unsafe extern "C" fn unblocked_by_command(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    // SAFETY: a blocked-client context, whose handle Redis gives back.
+    let bc = unsafe { raw::RedisModule_GetBlockedClientHandle.map_or(ptr::null_mut(), |f| f(ctx)) };
+    let removed = queue::waiter_of(bc).and_then(|waiter| take(&context, waiter));
+    let Some(removed) = removed else {
+        return context.reply(Err(RedisError::Str("ERR the request was already served"))) as c_int;
+    };
+    let status = match hint_for(&context, &removed) {
+        Served::Wait(ms) => context.reply(Ok(RedisValue::Integer(ms))),
+        Served::Acquired => context.reply(Ok(RedisValue::Null)),
+        Served::Failed(message) => context.reply(Err(RedisError::String(message))),
+    };
+    // SAFETY: taken from the queue just now, so unblocked exactly once.
+    unsafe {
+        if let Some(unblock) = raw::RedisModule_UnblockClient {
+            unblock(removed.bc, ptr::null_mut());
+        }
+    }
+    after_leaving(&context, &removed);
+    status as c_int
+}
+
+/// The client disconnected while waiting: it leaves nothing behind.
+unsafe extern "C" fn disconnected(
+    ctx: *mut raw::RedisModuleCtx,
+    bc: *mut raw::RedisModuleBlockedClient,
+) {
+    let context = Context::new(ctx);
+    let Some(removed) = queue::waiter_of(bc).and_then(|waiter| take(&context, waiter)) else {
+        // Already granted or timed out, and unblocked then.
+        return;
+    };
+    // SAFETY: taken from the queue just now, so unblocked exactly once.
+    unsafe {
+        if let Some(unblock) = raw::RedisModule_UnblockClient {
+            unblock(removed.bc, ptr::null_mut());
+        }
+    }
+    after_leaving(&context, &removed);
+}
+
+/// Sends a served waiter its reply.
+unsafe extern "C" fn reply(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    // SAFETY: the private data is the Box<Served> given to UnblockClient, still owned by Redis.
+    let served = unsafe {
+        raw::RedisModule_GetBlockedClientPrivateData
+            .map_or(ptr::null_mut(), |f| f(ctx))
+            .cast::<Served>()
+            .as_ref()
+    };
+    let result = match served {
+        Some(Served::Acquired) => Ok(RedisValue::Null),
+        Some(Served::Wait(ms)) => Ok(RedisValue::Integer(*ms)),
+        Some(Served::Failed(message)) => Err(RedisError::String(message.clone())),
+        None => Err(Error::Debug("no reply for the blocked client").into()),
+    };
+    context.reply(stats::counted(result)) as c_int
+}
+
+unsafe extern "C" fn free_served(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: created by Box::into_raw in `unblock`, freed once here.
+        drop(unsafe { Box::from_raw(data.cast::<Served>()) });
+    }
+}
+
+/// A write to some key: if it is a key a queue watches, that queue may be servable now.
+/// Writing is not allowed here, so it only sets a 0 ms timer.
+unsafe extern "C" fn keyspace_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    _event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    if queue::is_empty() || key.is_null() {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    let context = Context::new(ctx);
+    let name = RedisString::string_as_slice(key);
+    for queue in queue::watching(store::selected_db(&context), name) {
+        schedule(&context, queue, 0);
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Subscribes to keyspace events the first time a client blocks, so a server that never uses
+/// ACQUIRE pays nothing for them.
+fn watch_keyspace(ctx: &Context) {
+    static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+    if SUBSCRIBED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let types = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_STRING
+        | raw::REDISMODULE_NOTIFY_HASH
+        | raw::REDISMODULE_NOTIFY_ZSET
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    // SAFETY: a module context; the callback only reads and sets timers.
+    unsafe {
+        if let Some(subscribe) = raw::RedisModule_SubscribeToKeyspaceEvents {
+            subscribe(ctx.ctx, types, Some(keyspace_event));
+        }
+    }
+}
+
+fn select_db(ctx: &Context, db: i32) {
+    // SAFETY: SelectDb on a module context.
+    unsafe {
+        if let Some(select) = raw::RedisModule_SelectDb {
+            select(ctx.ctx, db);
+        }
+    }
+}
+
+/// A module timer carrying a plain id, so there is nothing to free when it is stopped.
+fn create_timer(
+    ctx: &Context,
+    ms: i64,
+    callback: extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void),
+    id: u64,
+) -> Option<TimerId> {
+    // SAFETY: CreateTimer copies the pointer-sized id; it is never dereferenced.
+    unsafe {
+        raw::RedisModule_CreateTimer
+            .map(|create| create(ctx.ctx, ms, Some(callback), id as usize as *mut c_void))
+    }
+}
+
+fn stop_timer(ctx: &Context, timer: TimerId) {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: stopping an unknown or fired timer just returns an error.
+    unsafe {
+        if let Some(stop) = raw::RedisModule_StopTimer {
+            stop(ctx.ctx, timer, &mut data);
+        }
+    }
+}

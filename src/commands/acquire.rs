@@ -1,0 +1,88 @@
+//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id]`: a blocking acquire served by the
+//! server, first come first served. Replies nil once acquired, or the wait hint if TIMEOUT ran
+//! out first. Inside MULTI or a script it does not block and answers as TRYACQUIRE.
+
+use redis_module::{Context, RedisResult, RedisString};
+
+use super::byte_args;
+use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
+use crate::args::{self, Tokens, MAX_DURATION_MS};
+use crate::blocking::{self, Acquire};
+use crate::error::Error;
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.acquire",
+    summary: c"Takes permits, blocking until they are free (first come, first served) or TIMEOUT runs out.",
+    complexity: c"As RATELIMIT.TRYACQUIRE when it does not block; O(1) to queue a blocked client.",
+    arity: -2,
+    key: Some(UPDATE),
+    args: &[
+        KEY,
+        Arg::new(c"permits", Kind::Integer).optional(),
+        Arg::new(c"ms", Kind::Integer).after(c"TIMEOUT").optional(),
+        CLIENT,
+    ],
+};
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let permits = match tokens.next_if_numeric() {
+        Some(arg) => args::permits(arg)?,
+        None => 1,
+    };
+    let mut timeout = None;
+    let mut client = None;
+    while let Some(token) = tokens.next() {
+        if args::is_keyword(token, "TIMEOUT") {
+            let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
+            args::set_once(&mut timeout, ms)?;
+        } else if args::is_keyword(token, "CLIENT") {
+            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    Ok(Acquire {
+        key,
+        permits,
+        timeout_ms: timeout.unwrap_or(0),
+        client,
+    })
+}
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let request = parse(&args)?;
+    blocking::acquire(ctx, &request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_in_any_order() {
+        let args: [&[u8]; 6] = [b"k", b"3", b"client", b"c", b"timeout", b"250"];
+        let request = parse(&args).unwrap();
+        assert_eq!(request.permits, 3);
+        assert_eq!(request.timeout_ms, 250);
+        assert_eq!(request.client, Some(&b"c"[..]));
+        let args: [&[u8]; 1] = [b"k"];
+        let request = parse(&args).unwrap();
+        assert_eq!((request.permits, request.timeout_ms), (1, 0));
+    }
+
+    #[test]
+    fn bad_timeouts_and_repeats_are_errors() {
+        let args: [&[u8]; 3] = [b"k", b"TIMEOUT", b"-1"];
+        assert!(matches!(
+            parse(&args),
+            Err(Error::Number { arg: "TIMEOUT", .. })
+        ));
+        let args: [&[u8]; 5] = [b"k", b"TIMEOUT", b"1", b"TIMEOUT", b"2"];
+        assert!(matches!(parse(&args), Err(Error::Syntax)));
+        let args: [&[u8]; 2] = [b"k", b"TIMEOUT"];
+        assert!(matches!(parse(&args), Err(Error::Syntax)));
+    }
+}

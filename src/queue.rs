@@ -1,0 +1,323 @@
+//! Clients blocked in RATELIMIT.ACQUIRE, queued per limiter state, first come first served.
+//!
+//! Plain bookkeeping with no Redis calls: the serving logic lives in `blocking`. Everything here
+//! runs on Redis's main thread (commands, timers and blocked-client callbacks all do), so the
+//! registry is a thread-local.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+
+use redis_module::raw;
+
+pub type BlockedClient = *mut raw::RedisModuleBlockedClient;
+pub type TimerId = raw::RedisModuleTimerID;
+pub type QueueId = u64;
+pub type WaiterId = u64;
+
+/// The state a queue waits on: a database and a permits key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StateId {
+    pub db: i32,
+    pub permits_key: Vec<u8>,
+}
+
+/// What a waiter asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub name: Vec<u8>,
+    pub client: Option<Vec<u8>>,
+    pub permits: u32,
+}
+
+struct Waiter {
+    id: WaiterId,
+    bc: BlockedClient,
+    request: Request,
+    deadline: Option<TimerId>,
+}
+
+struct Queue {
+    state: StateId,
+    /// The limiter's hash, value and permits keys: a write to any of them may free permits.
+    watched: [Vec<u8>; 3],
+    waiters: VecDeque<Waiter>,
+    wake: Option<TimerId>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    queues: HashMap<QueueId, Queue>,
+    by_state: HashMap<StateId, QueueId>,
+    waiter_queue: HashMap<WaiterId, QueueId>,
+    by_client: HashMap<usize, WaiterId>,
+}
+
+thread_local! {
+    static REGISTRY: RefCell<Registry> = RefCell::default();
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
+}
+
+/// The head of a queue, as the server needs it to try serving it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub waiter: WaiterId,
+    pub db: i32,
+    pub request: Request,
+}
+
+/// A waiter taken out of its queue.
+#[derive(Debug)]
+pub struct Removed {
+    pub bc: BlockedClient,
+    pub request: Request,
+    pub queue: QueueId,
+    pub db: i32,
+    /// Its TIMEOUT timer, to stop.
+    pub deadline: Option<TimerId>,
+    /// Whether it was first in line (the next one may now be servable).
+    pub was_head: bool,
+    /// The queue's wake timer, to stop, when the queue is now empty and gone.
+    pub emptied_wake: Option<TimerId>,
+}
+
+pub fn is_empty() -> bool {
+    with(|r| r.queues.is_empty())
+}
+
+/// Permits requested by the clients queued on a state, if any are.
+pub fn queued_permits(state: &StateId) -> Option<u64> {
+    with(|r| {
+        let queue = r.queues.get(r.by_state.get(state)?)?;
+        Some(
+            queue
+                .waiters
+                .iter()
+                .map(|w| u64::from(w.request.permits))
+                .sum(),
+        )
+    })
+}
+
+/// Appends a waiter; returns its queue, its id, and whether it is first in line.
+pub fn enqueue(
+    state: StateId,
+    watched: [Vec<u8>; 3],
+    bc: BlockedClient,
+    request: Request,
+) -> (QueueId, WaiterId, bool) {
+    with(|r| {
+        r.next_id += 1;
+        let waiter_id = r.next_id;
+        let queue_id = match r.by_state.get(&state) {
+            Some(&id) => id,
+            None => {
+                r.next_id += 1;
+                let id = r.next_id;
+                r.by_state.insert(state.clone(), id);
+                r.queues.insert(
+                    id,
+                    Queue {
+                        state,
+                        watched,
+                        waiters: VecDeque::new(),
+                        wake: None,
+                    },
+                );
+                id
+            }
+        };
+        let mut first = false;
+        if let Some(queue) = r.queues.get_mut(&queue_id) {
+            first = queue.waiters.is_empty();
+            queue.waiters.push_back(Waiter {
+                id: waiter_id,
+                bc,
+                request,
+                deadline: None,
+            });
+        }
+        r.waiter_queue.insert(waiter_id, queue_id);
+        r.by_client.insert(bc as usize, waiter_id);
+        (queue_id, waiter_id, first)
+    })
+}
+
+pub fn set_deadline(waiter: WaiterId, timer: TimerId) {
+    with(|r| {
+        let Some(queue) = r
+            .waiter_queue
+            .get(&waiter)
+            .and_then(|q| r.queues.get_mut(q))
+        else {
+            return;
+        };
+        if let Some(w) = queue.waiters.iter_mut().find(|w| w.id == waiter) {
+            w.deadline = Some(timer);
+        }
+    });
+}
+
+pub fn head(queue: QueueId) -> Option<Head> {
+    with(|r| {
+        let q = r.queues.get(&queue)?;
+        let w = q.waiters.front()?;
+        Some(Head {
+            waiter: w.id,
+            db: q.state.db,
+            request: w.request.clone(),
+        })
+    })
+}
+
+/// Takes a waiter out of its queue; an emptied queue is dropped.
+pub fn remove(waiter: WaiterId) -> Option<Removed> {
+    with(|r| {
+        let queue_id = r.waiter_queue.remove(&waiter)?;
+        let queue = r.queues.get_mut(&queue_id)?;
+        let position = queue.waiters.iter().position(|w| w.id == waiter)?;
+        let w = queue.waiters.remove(position)?;
+        r.by_client.remove(&(w.bc as usize));
+        let db = queue.state.db;
+        let emptied_wake = if queue.waiters.is_empty() {
+            let wake = queue.wake;
+            let state = queue.state.clone();
+            r.queues.remove(&queue_id);
+            r.by_state.remove(&state);
+            wake
+        } else {
+            None
+        };
+        Some(Removed {
+            bc: w.bc,
+            request: w.request,
+            queue: queue_id,
+            db,
+            deadline: w.deadline,
+            was_head: position == 0,
+            emptied_wake,
+        })
+    })
+}
+
+pub fn waiter_of(bc: BlockedClient) -> Option<WaiterId> {
+    with(|r| r.by_client.get(&(bc as usize)).copied())
+}
+
+/// Replaces a queue's wake timer; returns the previous one, to stop.
+pub fn set_wake(queue: QueueId, timer: Option<TimerId>) -> Option<TimerId> {
+    with(|r| {
+        let q = r.queues.get_mut(&queue)?;
+        std::mem::replace(&mut q.wake, timer)
+    })
+}
+
+pub fn exists(queue: QueueId) -> bool {
+    with(|r| r.queues.contains_key(&queue))
+}
+
+/// Queues that a write to `key` in `db` may concern.
+pub fn watching(db: i32, key: &[u8]) -> Vec<QueueId> {
+    with(|r| {
+        r.queues
+            .iter()
+            .filter(|(_, q)| q.state.db == db && q.watched.iter().any(|k| k.as_slice() == key))
+            .map(|(&id, _)| id)
+            .collect()
+    })
+}
+
+pub fn all() -> Vec<QueueId> {
+    with(|r| r.queues.keys().copied().collect())
+}
+
+/// Every timer still set, for module unload.
+pub fn timers() -> Vec<TimerId> {
+    with(|r| {
+        r.queues
+            .values()
+            .flat_map(|q| {
+                q.wake
+                    .into_iter()
+                    .chain(q.waiters.iter().filter_map(|w| w.deadline))
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(key: &str) -> StateId {
+        StateId {
+            db: 0,
+            permits_key: key.as_bytes().to_vec(),
+        }
+    }
+
+    fn request(permits: u32) -> Request {
+        Request {
+            name: b"api".to_vec(),
+            client: None,
+            permits,
+        }
+    }
+
+    fn watched() -> [Vec<u8>; 3] {
+        [
+            b"api".to_vec(),
+            b"{api}:value".to_vec(),
+            b"{api}:permits".to_vec(),
+        ]
+    }
+
+    fn bc(n: usize) -> BlockedClient {
+        n as BlockedClient
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let (q, first, is_first) = enqueue(state("a"), watched(), bc(8), request(10));
+        let (q2, second, is_second_first) = enqueue(state("a"), watched(), bc(16), request(1));
+        assert_eq!(q, q2);
+        assert!(is_first && !is_second_first);
+        assert_eq!(queued_permits(&state("a")), Some(11));
+        assert_eq!(head(q).unwrap().waiter, first);
+        assert_eq!(watching(0, b"{api}:value"), vec![q]);
+        assert!(watching(1, b"{api}:value").is_empty());
+
+        let removed = remove(first).unwrap();
+        assert!(removed.was_head && removed.emptied_wake.is_none());
+        assert_eq!(head(q).unwrap().waiter, second);
+        assert_eq!(waiter_of(bc(16)), Some(second));
+
+        set_wake(q, Some(77));
+        let last = remove(second).unwrap();
+        assert_eq!(
+            last.emptied_wake,
+            Some(77),
+            "the emptied queue hands back its timer"
+        );
+        assert!(!exists(q));
+        assert_eq!(queued_permits(&state("a")), None);
+        assert!(is_empty());
+        assert!(remove(second).is_none(), "a waiter is removed once");
+    }
+
+    #[test]
+    fn removing_from_the_middle_keeps_the_head() {
+        let (q, a, _) = enqueue(state("m"), watched(), bc(24), request(1));
+        let (_, b, _) = enqueue(state("m"), watched(), bc(32), request(2));
+        set_deadline(b, 5);
+        let removed = remove(b).unwrap();
+        assert!(!removed.was_head);
+        assert_eq!(removed.deadline, Some(5));
+        assert_eq!(head(q).unwrap().waiter, a);
+        remove(a);
+        assert!(timers().is_empty());
+    }
+}
