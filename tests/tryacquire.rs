@@ -62,3 +62,20 @@ fn members_are_21_bytes_with_le_permits_and_decode_in_lua() {
         .unwrap();
     assert_eq!(decoded, vec![16, 70000]);
 }
+
+#[test]
+fn a_replica_without_the_module_ends_up_identical() {
+    let master = Server::start();
+    let plain = Server::start_replica(&master, false);
+    let mut con = master.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 3 1000 KEEPALIVE 60000").unwrap();
+    for _ in 0..5 {
+        try_acquire(&mut con, "api", 1);
+        advance(&mut con, 400);
+    }
+    wait_replicas(&mut con, 1);
+    let on_master = snapshot(&mut con);
+    assert_eq!(on_master.len(), 3);
+    assert_eq!(snapshot(&mut plain.conn()), on_master);
+}

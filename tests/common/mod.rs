@@ -101,6 +101,43 @@ impl Server {
         false
     }
 
+    /// A replica of `master`, with the module (loaded without debug commands) or without it
+    /// (a plain redis-server, which must still end up identical: effects replication). Returns
+    /// once its link to the master is up.
+    pub fn start_replica(master: &Server, with_module: bool) -> Server {
+        // The default waits 5 s for more replicas before a diskless full sync.
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("repl-diskless-sync-delay")
+            .arg(0)
+            .query(&mut master.conn())
+            .expect("CONFIG SET");
+        let port = master.port.to_string();
+        let replicaof = ["--replicaof", "127.0.0.1", port.as_str()];
+        let replica = if with_module {
+            Server::start_with(&[], &replicaof)
+        } else {
+            Server::start_plain(&replicaof)
+        };
+        let mut con = replica.conn();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut con)
+                .expect("INFO");
+            if info.contains("master_link_status:up") {
+                return replica;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica never synced:\n{info}\n{}",
+                replica.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -190,6 +227,19 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
             }
         })
         .max()
+}
+
+/// Blocks until `replicas` replicas acknowledged every write made so far on `con`'s master.
+pub fn wait_replicas(con: &mut Connection, replicas: usize) {
+    let acked: usize = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(10_000)
+        .query(con)
+        .expect("WAIT");
+    assert!(
+        acked >= replicas,
+        "only {acked} of {replicas} replicas acknowledged"
+    );
 }
 
 /// Freezes the module clock at `ms`.
