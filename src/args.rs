@@ -20,7 +20,7 @@ impl<'a> Tokens<'a> {
         Tokens { args, pos: 0 }
     }
 
-    pub fn next(&mut self) -> Option<&'a [u8]> {
+    pub fn next_arg(&mut self) -> Option<&'a [u8]> {
         let arg = self.args.get(self.pos).copied();
         if arg.is_some() {
             self.pos += 1;
@@ -30,14 +30,14 @@ impl<'a> Tokens<'a> {
 
     /// The argument an option takes; its absence is a syntax error, as in Redis.
     pub fn value_of_option(&mut self) -> Result<&'a [u8], Error> {
-        self.next().ok_or(Error::Syntax)
+        self.next_arg().ok_or(Error::Syntax)
     }
 
     /// The next argument if it is a number (used for optional positional numbers such as
     /// `permits`): anything that does not start like a number is left for option parsing.
     pub fn next_if_numeric(&mut self) -> Option<&'a [u8]> {
         match self.args.get(self.pos) {
-            Some(arg) if looks_numeric(arg) => self.next(),
+            Some(arg) if looks_numeric(arg) => self.next_arg(),
             _ => None,
         }
     }
@@ -171,7 +171,7 @@ mod tests {
         let mut tokens = Tokens::new(&args);
         assert_eq!(tokens.next_if_numeric(), Some(&b"5"[..]));
         assert_eq!(tokens.next_if_numeric(), None);
-        assert_eq!(tokens.next(), Some(&b"CLIENT"[..]));
+        assert_eq!(tokens.next_arg(), Some(&b"CLIENT"[..]));
         let negative: [&[u8]; 1] = [b"-3"];
         assert_eq!(Tokens::new(&negative).next_if_numeric(), Some(&b"-3"[..]));
     }

@@ -26,14 +26,14 @@ pub const DOC: Doc = Doc {
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
     let mut tokens = Tokens::new(args);
-    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
     let permits = match tokens.next_if_numeric() {
         Some(arg) => args::permits(arg)?,
         None => 1,
     };
     let mut timeout = None;
     let mut client = None;
-    while let Some(token) = tokens.next() {
+    while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "TIMEOUT") {
             let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
             args::set_once(&mut timeout, ms)?;

@@ -66,13 +66,13 @@ pub struct Request<'a> {
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut tokens = Tokens::new(args);
-    let (Some(key), Some(ms)) = (tokens.next(), tokens.next()) else {
+    let (Some(key), Some(ms)) = (tokens.next_arg(), tokens.next_arg()) else {
         return Err(Error::WrongArity);
     };
     let ms = args::integer(ms, "milliseconds", -MAX_DURATION_MS, MAX_DURATION_MS)?;
     let mut when = When::default();
     let mut client = None;
-    while let Some(token) = tokens.next() {
+    while let Some(token) = tokens.next_arg() {
         let flag = if args::is_keyword(token, "NX") {
             &mut when.nx
         } else if args::is_keyword(token, "XX") {

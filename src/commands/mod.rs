@@ -34,7 +34,7 @@ fn outcome_reply(outcome: Outcome) -> RedisValue {
 /// Parses the trailing `[CLIENT id]` that most commands take; anything else is a syntax error.
 fn client_option<'a>(tokens: &mut Tokens<'a>) -> Result<Option<&'a [u8]>, Error> {
     let mut client = None;
-    while let Some(token) = tokens.next() {
+    while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "CLIENT") {
             args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
         } else {

@@ -22,7 +22,7 @@ pub const DOC: Doc = Doc {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let mut tokens = Tokens::new(&args);
-    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
     let client = client_option(&mut tokens)?;
     let limiter = Limiter::open(ctx, key, Access::Write)?;
     let changed = limiter.for_each_key(client, Key::persist)?;

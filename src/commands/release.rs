@@ -25,7 +25,7 @@ pub const DOC: Doc = Doc {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let mut tokens = Tokens::new(&args);
-    let (Some(key), Some(permits)) = (tokens.next(), tokens.next()) else {
+    let (Some(key), Some(permits)) = (tokens.next_arg(), tokens.next_arg()) else {
         return Err(Error::WrongArity.into());
     };
     let permits = args::permits(permits)?;

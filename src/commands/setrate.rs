@@ -51,7 +51,8 @@ pub struct Request<'a> {
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut tokens = Tokens::new(args);
-    let (Some(key), Some(rate), Some(interval)) = (tokens.next(), tokens.next(), tokens.next())
+    let (Some(key), Some(rate), Some(interval)) =
+        (tokens.next_arg(), tokens.next_arg(), tokens.next_arg())
     else {
         return Err(Error::WrongArity);
     };
@@ -62,7 +63,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut condition = None;
     let mut keep_state = None;
     let mut client = None;
-    while let Some(token) = tokens.next() {
+    while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "OVERALL") {
             args::set_once(&mut mode, Mode::Overall)?;
         } else if args::is_keyword(token, "PER_CLIENT") {

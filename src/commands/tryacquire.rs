@@ -28,7 +28,7 @@ pub struct Request<'a> {
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut tokens = Tokens::new(args);
-    let key = tokens.next().ok_or(Error::WrongArity)?;
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
     let permits = match tokens.next_if_numeric() {
         Some(arg) => args::permits(arg)?,
         None => 1,
