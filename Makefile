@@ -1,6 +1,7 @@
 # ratelimit: build, run and test the Redis module.
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
+#   make test-valkey  the same tests against Valkey 8.0
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 
 REDIS_SERVER ?= redis-server
@@ -8,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps build release run test lint ci clean
+.PHONY: deps build release run test test-valkey lint ci clean
 
 ## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
 ## redis-module) with apt, only if they are missing.
@@ -35,11 +36,15 @@ run: release
 test: build
 	cargo test
 
+## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
+test-valkey: build
+	REDIS_SERVER="$$(.ci/fetch-valkey)" cargo test
+
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test
+ci: deps lint test test-valkey
 
 clean:
 	cargo clean
