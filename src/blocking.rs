@@ -2,9 +2,9 @@
 //!
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, SETRATE,
-//! DELETE and EXPIRE, the debug clock's ADVANCE, and keyspace events on the limiter's keys (a
-//! Redisson client's release, a DEL). A grant runs `Limiter::try_acquire` for the head, so it is
-//! applied and replicated as effects exactly like a TRYACQUIRE.
+//! DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys (a
+//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `Limiter::try_acquire`
+//! for the head, so it is applied and replicated as effects exactly like a TRYACQUIRE.
 //!
 //! Every blocked client is unblocked exactly once: by a grant or an error, by its TIMEOUT timer,
 //! by CLIENT UNBLOCK (the timeout callback) or by its disconnection, whichever removes it from
@@ -344,11 +344,31 @@ fn watch_keyspace(ctx: &Context) {
         | raw::REDISMODULE_NOTIFY_ZSET
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    // SAFETY: a module context; the callback only reads and sets timers.
+    // SAFETY: a module context; the callbacks only read and set timers.
     unsafe {
         if let Some(subscribe) = raw::RedisModule_SubscribeToKeyspaceEvents {
             subscribe(ctx.ctx, types, Some(keyspace_event));
         }
+        // FLUSHALL / FLUSHDB delete keys without a per-key event.
+        if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
+            let flush = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_FLUSHDB,
+                dataver: 1,
+            };
+            subscribe(ctx.ctx, flush, Some(flushed));
+        }
+    }
+}
+
+/// A FLUSHALL or FLUSHDB finished: every waiter's limiter may be gone.
+unsafe extern "C" fn flushed(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        nudge_all(&Context::new(ctx));
     }
 }
 

@@ -227,6 +227,15 @@ impl<'c> Key<'c> {
         }
     }
 
+    /// The number of members of a zset (0 if missing or of another type). O(1).
+    pub fn zcard(&self) -> usize {
+        if self.kind() != Kind::ZSet {
+            return 0;
+        }
+        // SAFETY: ValueLength accepts any open key.
+        unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
+    }
+
     /// Whether a zset member is present.
     pub fn zcontains(&self, member: &[u8]) -> bool {
         if self.kind() != Kind::ZSet {

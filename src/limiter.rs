@@ -57,6 +57,9 @@ pub enum Order {
 pub trait PermitLog {
     type Error;
 
+    /// How many entries the log holds, expired or not (O(1) in Redis).
+    fn entry_count(&self) -> Result<usize, Self::Error>;
+
     /// Calls `visit` for each entry of `span` in `order` until it breaks.
     fn scan(
         &self,
@@ -115,7 +118,9 @@ struct Refreshed {
 }
 
 /// Steps 1-2 of an acquisition: add expired permits back to the value, or derive the value from
-/// the log when it is missing or would exceed the rate.
+/// the log when it is missing or would exceed the rate. And one rule the log makes cheap: when it
+/// holds no live entry, no permit is in use, so the whole rate is available whatever a stale
+/// value says (a value lowered by hand, or one whose log was deleted, can never stick).
 fn refresh<L: PermitLog>(
     config: &Config,
     stored: Option<i64>,
@@ -134,6 +139,8 @@ fn refresh<L: PermitLog>(
             let refilled = value.saturating_add(expired_permits);
             if refilled > config.rate {
                 from_log()?
+            } else if refilled < config.rate && log.entry_count()? <= expired_entries {
+                config.rate.max(0)
             } else {
                 refilled
             }
@@ -156,23 +163,18 @@ pub fn try_acquire<L: PermitLog>(
 ) -> Result<Acquire, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let wanted = i64::from(permits);
-    let mut available = state.available;
-    let mut wait = None;
-    if available < wanted {
-        wait = wait_until_free(log, state.cutoff, available, wanted, now, config.interval)?;
-        if wait.is_none() {
-            // The value and the log together can never cover the request (the log was cut by
-            // hand, or the value was lowered): the log is the truth, so derive the value from it
-            // instead of refusing forever.
-            let (_, live) = sum(log, Span::After(state.cutoff))?;
-            available = available.max(config.rate.saturating_sub(live).max(0));
-            if available < wanted {
-                let hint =
-                    wait_until_free(log, state.cutoff, available, wanted, now, config.interval)?;
-                wait = Some(hint.unwrap_or(config.interval.max(1)));
-            }
-        }
-    }
+    let available = state.available;
+    let wait = if available >= wanted {
+        None
+    } else {
+        // Live entries that can never cover the request (the value was lowered by hand): the
+        // request fits once the log is empty, when the rate is available again.
+        let hint = wait_until_free(log, state.cutoff, available, wanted, now, config.interval)?;
+        Some(match hint {
+            Some(ms) => ms,
+            None => wait_until_empty(log, state.cutoff, now, config.interval)?,
+        })
+    };
     let (outcome, append, value) = match wait {
         None => (
             Outcome::Acquired,
@@ -298,6 +300,24 @@ fn wait_until_free<L: PermitLog>(
     Ok(wait)
 }
 
+/// The wait until every live entry has expired (at least 1; the interval for an empty log).
+fn wait_until_empty<L: PermitLog>(
+    log: &L,
+    cutoff: i64,
+    now: i64,
+    interval: i64,
+) -> Result<i64, L::Error> {
+    let mut newest = None;
+    log.scan(Span::After(cutoff), Order::NewestFirst, &mut |entry| {
+        newest = Some(entry.score);
+        ControlFlow::Break(())
+    })?;
+    Ok(match newest {
+        Some(score) => score.saturating_add(interval).saturating_sub(now).max(1),
+        None => interval.max(1),
+    })
+}
+
 /// (entries, permits) in a span.
 fn sum<L: PermitLog>(log: &L, span: Span) -> Result<(usize, i64), L::Error> {
     let (mut entries, mut permits) = (0usize, 0i64);
@@ -353,6 +373,9 @@ mod tests {
 
     impl PermitLog for MemLog {
         type Error = Infallible;
+        fn entry_count(&self) -> Result<usize, Infallible> {
+            Ok(self.0.len())
+        }
         fn scan(
             &self,
             span: Span,
@@ -492,30 +515,50 @@ mod tests {
     }
 
     #[test]
-    fn a_value_the_log_can_never_refill_is_rederived_from_the_log() {
+    fn an_empty_log_means_the_whole_rate_is_available() {
         // Someone deleted the permits zset by hand while the value said 0.
         let cfg = overall(5, 1000);
         let plan = acquire(&cfg, Some(0), &MemLog::default(), 1000, 2);
         assert_eq!(plan.outcome, Outcome::Acquired);
         assert_eq!(plan.value, Some(3));
-        // A value of 1 with 1 logged can never cover 3 by waiting: derive 5 - 1 = 4.
-        let plan = acquire(&cfg, Some(1), &MemLog::with(&[(900, 1)]), 1000, 3);
+        // The same once the last entry expires, whatever the value says.
+        let plan = acquire(&cfg, Some(-7), &MemLog::with(&[(0, 1)]), 1000, 5);
         assert_eq!(plan.outcome, Outcome::Acquired);
-        assert_eq!(plan.value, None, "4 - 3 = 1 is what is stored already");
-        let plan = acquire(&cfg, Some(1), &MemLog::with(&[(900, 1)]), 1000, 2);
-        assert_eq!(
-            plan.outcome,
-            Outcome::Wait(900),
-            "1 + 1 expiring at 1900 covers 2"
-        );
+        assert_eq!(plan.prune_up_to, Some(0));
+        assert_eq!(plan.value, Some(0));
+        assert_eq!(available(&cfg, Some(1), &MemLog::default(), 1000), Ok(5));
+    }
+
+    #[test]
+    fn a_stale_value_with_live_entries_waits_for_the_log_to_empty() {
+        // 1 available and 1 logged can never cover 3 by expiry alone: the request fits once the
+        // log is empty (at 900 + 1000), when the empty-log rule gives the whole rate back.
+        let cfg = overall(5, 1000);
+        let log = MemLog::with(&[(400, 1), (900, 1)]);
+        let plan = acquire(&cfg, Some(0), &log, 1000, 3);
+        assert_eq!(plan.outcome, Outcome::Wait(900));
+        assert_eq!(plan.value, None);
+        // Requests the value and expiries can cover still get their exact hint.
+        let plan = acquire(&cfg, Some(0), &log, 1000, 2);
+        assert_eq!(plan.outcome, Outcome::Wait(900));
+        let plan = acquire(&cfg, Some(0), &log, 1000, 1);
+        assert_eq!(plan.outcome, Outcome::Wait(400));
+        // The answer does not depend on the request's size: AVAILABLE agrees.
+        assert_eq!(available(&cfg, Some(0), &log, 1000), Ok(0));
     }
 
     #[test]
     fn a_negative_stored_value_is_healed_rather_than_stuck() {
         let cfg = overall(2, 1000);
-        let plan = acquire(&cfg, Some(-7), &MemLog::with(&[(500, 2)]), 1000, 1);
+        let log = MemLog::with(&[(500, 2)]);
+        let plan = acquire(&cfg, Some(-7), &log, 1000, 1);
         assert_eq!(plan.outcome, Outcome::Wait(500));
-        assert_eq!(plan.value, Some(0));
+        let mut later = MemLog::with(&[(500, 2)]);
+        let mut value = Some(-7);
+        later.apply(&plan, &mut value);
+        let plan = acquire(&cfg, value, &later, 1500, 1);
+        assert_eq!(plan.outcome, Outcome::Acquired, "the log emptied at 1500");
+        assert_eq!(plan.value, Some(1));
     }
 
     #[test]
@@ -577,7 +620,15 @@ mod tests {
         assert_eq!(available(&cfg, Some(0), &log, 1000), Ok(2));
         assert_eq!(available(&cfg, None, &log, 1000), Ok(2));
         assert_eq!(available(&cfg, None, &MemLog::default(), 1000), Ok(5));
-        assert_eq!(available(&cfg, Some(-3), &MemLog::default(), 1000), Ok(0));
+        assert_eq!(
+            available(&cfg, Some(-3), &MemLog::with(&[(900, 1)]), 1000),
+            Ok(0)
+        );
+        assert_eq!(
+            available(&cfg, Some(-3), &MemLog::default(), 1000),
+            Ok(5),
+            "an empty log means nothing is in use"
+        );
         assert_eq!(available(&cfg, Some(50), &log, 1000), Ok(2));
     }
 

@@ -499,6 +499,10 @@ impl State<'_> {
 impl PermitLog for State<'_> {
     type Error = Error;
 
+    fn entry_count(&self) -> Result<usize, Error> {
+        Ok(self.permits.zcard())
+    }
+
     fn scan(
         &self,
         span: Span,

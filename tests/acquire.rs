@@ -971,3 +971,42 @@ fn grants_made_by_timers_replicate_as_effects() {
     );
     assert_eq!(snapshot(&mut plain.conn()), on_master);
 }
+
+#[test]
+fn flushall_fails_waiters_at_once() {
+    // FLUSHALL deletes keys without per-key events; the module listens for the flush itself.
+    let server = Server::start();
+    let mut con = server.conn();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE fl 1 600000").unwrap();
+    assert_eq!(try_acquire(&mut con, "fl", 1), None);
+    let mut waiter = server.conn();
+    waiter
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let handle = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let reply = line::<Option<i64>>(&mut waiter, "RATELIMIT.ACQUIRE fl");
+        (reply.map_err(|e| error_line(&e)), started.elapsed())
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !line::<String>(&mut con, "INFO clients")
+        .unwrap()
+        .contains("blocked_clients:1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter never blocked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _: String = line(&mut con, "FLUSHALL").unwrap();
+    let (reply, waited) = handle.join().unwrap();
+    assert_eq!(reply, Err("ERR RateLimiter is not initialized".to_string()));
+    assert!(
+        waited < std::time::Duration::from_secs(3),
+        "served after {waited:?}"
+    );
+    assert!(line::<String>(&mut con, "INFO clients")
+        .unwrap()
+        .contains("blocked_clients:0"));
+}

@@ -79,3 +79,47 @@ fn a_replica_without_the_module_ends_up_identical() {
     assert_eq!(on_master.len(), 3);
     assert_eq!(snapshot(&mut plain.conn()), on_master);
 }
+
+#[test]
+fn available_and_tryacquire_agree_when_the_log_is_empty() {
+    // A client's value left at 4 after its log emptied, then the rate raised without CLIENT:
+    // with no live entry nothing is in use, so both see the new rate of 6.
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE pc 4 1000 PER_CLIENT").unwrap();
+    assert_eq!(
+        line::<Option<i64>>(&mut con, "RATELIMIT.TRYACQUIRE pc 1 CLIENT c1").unwrap(),
+        None
+    );
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.RELEASE pc 1 CLIENT c1").unwrap(),
+        1
+    );
+    line::<i64>(&mut con, "RATELIMIT.SETRATE pc 6 3000 PER_CLIENT XX").unwrap();
+    let value: String = line(&mut con, "GET {pc}:value:c1").unwrap();
+    assert_eq!(value, "4", "the stale value is still stored");
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.AVAILABLE pc CLIENT c1").unwrap(),
+        6
+    );
+    assert_eq!(
+        line::<Option<i64>>(&mut con, "RATELIMIT.TRYACQUIRE pc 5 CLIENT c1").unwrap(),
+        None
+    );
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.AVAILABLE pc CLIENT c1").unwrap(),
+        1
+    );
+    // A stale value with live entries is not trusted past the log: 0 available, 1 logged,
+    // rate 6 asks for 3: it fits once the log is empty, at T0 + 3000.
+    let _: String = line(&mut con, "SET {pc}:value:c1 0").unwrap();
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.AVAILABLE pc CLIENT c1").unwrap(),
+        0
+    );
+    assert_eq!(
+        line::<Option<i64>>(&mut con, "RATELIMIT.TRYACQUIRE pc 3 CLIENT c1").unwrap(),
+        Some(3000)
+    );
+}
