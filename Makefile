@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps build release run test test-valkey lint ci clean
+.PHONY: deps build release run test test-valkey lint ci clean bench
 
 ## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
 ## redis-module) with apt, only if they are missing.
@@ -46,5 +46,19 @@ lint:
 
 ci: deps lint test test-valkey
 
+## Builds the release module and benchmarks it against the Lua script and INCR on its own
+## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
+## BENCH_ARGS=--quick for a short smoke run.
+bench: release
+	RATELIMIT_MODULE="$${CARGO_TARGET_DIR:-target}/release/libratelimit.so" REDIS_SERVER="$(REDIS_SERVER)" \
+		cargo run --release --example bench -- $(BENCH_ARGS)
+
 clean:
 	cargo clean
+
+## Fuzzes the argument parsers and the permit-log member decoder for a minute (fuzz/README.md).
+## Installs cargo-fuzz if missing; RUSTC_BOOTSTRAP=1 lets the stable toolchain run it.
+.PHONY: fuzz
+fuzz:
+	command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none parse -- -max_total_time=60

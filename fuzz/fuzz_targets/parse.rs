@@ -1,0 +1,84 @@
+//! Every argument parser and the permit-log member decoder on arbitrary bytes: none may panic
+//! (a panic inside a command takes the whole Redis server down), and what they accept must be
+//! in range.
+//!
+//! Input layout: the first byte is a separator; the rest, split on it, are the command's
+//! arguments after its name (so any byte, NUL and CR/LF included, can appear in an argument).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
+use ratelimit::commands::{acquire, expire, setrate, tryacquire};
+use ratelimit::keyspace::{self, StateKeys};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&separator, rest)) = data.split_first() else {
+        return;
+    };
+    let words: Vec<&[u8]> = rest.split(|&b| b == separator).collect();
+
+    if let Ok(request) = setrate::parse(&words) {
+        let change = &request.change;
+        assert!((1..=MAX_PERMITS).contains(&change.rate));
+        assert!((1..=MAX_DURATION_MS).contains(&change.interval));
+        assert!((0..=MAX_DURATION_MS).contains(&change.keep_alive));
+        assert!(change.keep_alive == 0 || change.keep_alive >= change.interval);
+        assert!(change.client.is_none_or(|c| !c.is_empty()));
+        assert_eq!(request.key, words[0]);
+    }
+    if let Ok(request) = tryacquire::parse(&words) {
+        assert!(request.permits >= 1);
+        assert!(request.client.is_none_or(|c| !c.is_empty()));
+        assert_eq!(request.key, words[0]);
+    }
+    if let Ok(request) = acquire::parse(&words) {
+        assert!(request.permits >= 1);
+        assert!((0..=MAX_DURATION_MS).contains(&request.timeout_ms));
+        assert!(request.client.is_none_or(|c| !c.is_empty()));
+    }
+    if let Ok(request) = expire::parse(&words) {
+        assert!((-MAX_DURATION_MS..=MAX_DURATION_MS).contains(&request.ms));
+        let when = request.when;
+        assert!(!(when.nx && (when.xx || when.gt || when.lt)));
+        assert!(!(when.gt && when.lt));
+        let _ = when.allows(None, request.ms);
+        let _ = when.allows(Some(i64::MIN), i64::MAX);
+    }
+
+    // The building blocks, on each argument.
+    let mut tokens = Tokens::new(&words);
+    while tokens.next_if_numeric().is_some() || tokens.next_arg().is_some() {}
+    let _ = Tokens::new(&words).value_of_option();
+    for word in &words {
+        // Strict decimal: whatever is accepted is the canonical spelling of its value.
+        if let Some(n) = args::parse_i64(word) {
+            assert_eq!(n.to_string().as_bytes(), *word);
+        }
+        if let Ok(n) = args::integer(word, "n", -5, 5) {
+            assert!((-5..=5).contains(&n));
+        }
+        if let Ok(p) = args::permits(word) {
+            assert!(p >= 1);
+        }
+        let _ = args::client_id(word);
+        let _ = args::is_keyword(word, "KEEPSTATE");
+
+        // The member decoder: length byte, that many id bytes, 4 bytes of permits.
+        if let Ok(member) = keyspace::decode_member(word) {
+            assert_eq!(member.id.len(), usize::from(word[0]));
+            assert!(word.len() >= 1 + member.id.len() + 4);
+            let again = keyspace::reencode_member(member.id, member.permits).expect("id <= 255");
+            assert_eq!(again[..], word[..again.len()]);
+        } else {
+            assert!(word.len() < 5 || word.len() < 1 + usize::from(word[0]) + 4);
+        }
+
+        // Key names derived from arbitrary names and client ids.
+        let overall = StateKeys::overall(word);
+        let client = StateKeys::client(word, word);
+        let _ = keyspace::hash_slot(&overall.value);
+        let _ = keyspace::hash_slot(&client.permits);
+        assert!(keyspace::hash_slot(word) < 16384);
+    }
+});
