@@ -46,7 +46,10 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
     let wait =
         match limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)? {
-            Outcome::Acquired => return Ok(RedisValue::Null),
+            Outcome::Acquired => {
+                stats::add(&stats::ACQUIRED);
+                return Ok(RedisValue::Null);
+            }
             Outcome::Wait(ms) => ms,
         };
     if ctx
@@ -54,6 +57,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
         .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
     {
         // A transaction or a script cannot block: answer as TRYACQUIRE does.
+        stats::add(&stats::REFUSED);
         return Ok(RedisValue::Integer(wait));
     }
     let (state, watched) = limiter.waiting_state(request.client)?;
@@ -71,6 +75,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
         })
     };
     let Some(bc) = bc.filter(|bc| !bc.is_null()) else {
+        stats::add(&stats::REFUSED);
         return Ok(RedisValue::Integer(wait));
     };
     // SAFETY: a live blocked-client handle.
@@ -155,7 +160,10 @@ fn serve(ctx: &Context, queue: QueueId) {
         });
         let served = match result {
             Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
-            Ok(Outcome::Acquired) => Served::Acquired,
+            Ok(Outcome::Acquired) => {
+                stats::add(&stats::ACQUIRED);
+                Served::Acquired
+            }
             // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.
             Err(e) => Served::Failed(e.to_string()),
         };

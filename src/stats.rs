@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::{raw, RedisResult};
 
-/// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting).
+/// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
+/// client's request is decided, never in the store, so the server re-checking a blocked
+/// waiter counts nothing until the waiter is served.
 pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// TRYACQUIRE calls refused with a wait hint.
+/// Requests answered with a wait hint: TRYACQUIRE, and ACQUIRE where it cannot block.
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Commands that replied with an error.
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);

@@ -13,7 +13,6 @@ use crate::key::{Access, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
 use crate::queue::{self, StateId};
-use crate::stats;
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
 /// impossible; the bound only guarantees termination.
@@ -151,8 +150,20 @@ impl<'c> Limiter<'c> {
             rate: number("rate", rate, 0)?,
             interval: number("interval", interval, 1)?,
             mode: mode_of(kind),
+            // Bounded like SETRATE's KEEPALIVE: it becomes a TTL, and a TTL past the clock's
+            // range would overflow in Redis and expire the keys at once.
             keep_alive: match &fields.keep_alive {
-                Some(bytes) => number("keepAliveTime", bytes, 0)?,
+                Some(bytes) => args::parse_i64(bytes)
+                    .filter(|n| (0..=args::MAX_DURATION_MS).contains(n))
+                    .ok_or_else(|| {
+                        Error::corrupt(
+                            self.hash.name(),
+                            format!(
+                                "field 'keepAliveTime' is not an integer between 0 and {}",
+                                args::MAX_DURATION_MS
+                            ),
+                        )
+                    })?,
                 None => 0,
             },
         }))
@@ -209,7 +220,6 @@ impl<'c> Limiter<'c> {
                     Outcome::Wait(ms) => ms,
                     Outcome::Acquired => 1,
                 };
-                stats::add(&stats::REFUSED);
                 return Ok(Outcome::Wait(hint));
             }
         }
@@ -229,10 +239,6 @@ impl<'c> Limiter<'c> {
             state.value.set_string(value.to_string().as_bytes());
         }
         self.apply_ttl_rule(&config, &state);
-        stats::add(match plan.outcome {
-            Outcome::Acquired => &stats::ACQUIRED,
-            Outcome::Wait(_) => &stats::REFUSED,
-        });
         Ok(plan.outcome)
     }
 

@@ -8,6 +8,8 @@ use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
+use crate::limiter::Outcome;
+use crate::stats;
 use crate::store::{Limiter, Turn};
 
 pub const DOC: Doc = Doc {
@@ -47,6 +49,10 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
     let outcome = limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)?;
+    stats::add(match outcome {
+        Outcome::Acquired => &stats::ACQUIRED,
+        Outcome::Wait(_) => &stats::REFUSED,
+    });
     Ok(outcome_reply(outcome))
 }
 
