@@ -7,8 +7,9 @@
 
 use std::ffi::CStr;
 use std::ops::ControlFlow;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
+use std::sync::OnceLock;
 
 use redis_module::{raw, Context, RedisString};
 
@@ -118,33 +119,50 @@ impl<'c> Key<'c> {
                 }
             }
         }
-        self.replicate("SET", &[value, b"KEEPTTL"]);
+        // SAFETY: format "sbc" = key, (buffer, length), C string.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx.ctx,
+                    c"SET".as_ptr(),
+                    c"sbc".as_ptr(),
+                    self.name.inner,
+                    value.as_ptr().cast::<c_char>(),
+                    value.len(),
+                    c"KEEPTTL".as_ptr(),
+                );
+            }
+        }
     }
 
-    /// A hash field, if this is a hash and the field is present.
-    pub fn hash_get(&self, field: &CStr) -> Option<RedisString> {
-        if self.kind() != Kind::Hash {
-            return None;
+    /// Several hash fields in one call (absent fields are None). Field names are RedisModule
+    /// strings made once per process, so a read allocates nothing for them.
+    pub fn hash_get4(&self, fields: [&FieldName; 4]) -> [Option<RedisString>; 4] {
+        let mut out: [*mut raw::RedisModuleString; 4] = [ptr::null_mut(); 4];
+        if self.kind() == Kind::Hash {
+            let [a, b, c, d] = fields.map(FieldName::string);
+            let [oa, ob, oc, od] = &mut out;
+            // SAFETY: variadic HashGet with (field, &mut out) pairs, terminated by NULL.
+            unsafe {
+                call(raw::RedisModule_HashGet, |f| {
+                    f(
+                        self.ptr,
+                        raw::REDISMODULE_HASH_NONE as c_int,
+                        a,
+                        oa as *mut *mut raw::RedisModuleString,
+                        b,
+                        ob as *mut *mut raw::RedisModuleString,
+                        c,
+                        oc as *mut *mut raw::RedisModuleString,
+                        d,
+                        od as *mut *mut raw::RedisModuleString,
+                        ptr::null_mut::<c_void>(),
+                    )
+                });
+            }
         }
-        let mut out: *mut raw::RedisModuleString = ptr::null_mut();
-        // SAFETY: variadic HashGet with C-string field names, terminated by NULL.
-        unsafe {
-            call(raw::RedisModule_HashGet, |f| {
-                f(
-                    self.ptr,
-                    raw::REDISMODULE_HASH_CFIELDS as c_int,
-                    field.as_ptr(),
-                    &mut out as *mut *mut raw::RedisModuleString,
-                    ptr::null_mut::<c_void>(),
-                )
-            });
-        }
-        if out.is_null() {
-            None
-        } else {
-            // HashGet returned a new string we own; RedisString frees it on drop.
-            Some(RedisString::from_redis_module_string(self.ctx.ctx, out))
-        }
+        // Each non-null result is a new string we own; RedisString frees it on drop.
+        out.map(|p| (!p.is_null()).then(|| RedisString::from_redis_module_string(self.ctx.ctx, p)))
     }
 
     /// Sets hash fields. Replicated as one `HSET key f v [f v ...]`.
@@ -236,22 +254,6 @@ impl<'c> Key<'c> {
         unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
     }
 
-    /// Whether a zset member is present.
-    pub fn zcontains(&self, member: &[u8]) -> bool {
-        if self.kind() != Kind::ZSet {
-            return false;
-        }
-        let element = RedisString::create_from_slice(self.ctx.ctx, member);
-        let mut score = 0f64;
-        // SAFETY: a zset key; ZsetScore only reads.
-        let found = unsafe {
-            call(raw::RedisModule_ZsetScore, |f| {
-                f(self.ptr, element.inner, &mut score)
-            })
-        };
-        found == Some(raw::REDISMODULE_OK as c_int)
-    }
-
     /// Adds a member that is not already present. Returns false (and writes nothing) if it is.
     /// Replicated as `ZADD key score member`.
     pub fn zadd_new(&self, score: i64, member: &[u8]) -> bool {
@@ -266,7 +268,20 @@ impl<'c> Key<'c> {
         let added = status == Some(raw::REDISMODULE_OK as c_int)
             && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0;
         if added {
-            self.replicate("ZADD", &[score.to_string().as_bytes(), member]);
+            // SAFETY: format "slb" = key, long long score, (buffer, length) member.
+            unsafe {
+                if let Some(replicate) = raw::RedisModule_Replicate {
+                    replicate(
+                        self.ctx.ctx,
+                        c"ZADD".as_ptr(),
+                        c"slb".as_ptr(),
+                        self.name.inner,
+                        score,
+                        member.as_ptr().cast::<c_char>(),
+                        member.len(),
+                    );
+                }
+            }
         }
         added
     }
@@ -287,35 +302,40 @@ impl<'c> Key<'c> {
         deleted != 0
     }
 
-    /// Removes every member scored at or below `cutoff`, oldest first, one at a time (the module
-    /// API has no range removal). Replicated as one `ZREMRANGEBYSCORE key -inf cutoff`.
+    /// Removes every member scored at or below `cutoff`: one range scan collects them, then
+    /// each is removed (the module API has no range removal, and a zset must not change under
+    /// its iterator). Replicated as one `ZREMRANGEBYSCORE key -inf cutoff`.
     pub fn zrem_up_to(&self, cutoff: i64) -> usize {
+        let mut expired: Vec<RedisString> = Vec::new();
+        let _ = self.zscan::<()>(Span::UpTo(cutoff), Order::OldestFirst, |_, member| {
+            expired.push(RedisString::create_from_slice(self.ctx.ctx, member));
+            Ok(ControlFlow::Continue(()))
+        });
         let mut removed = 0;
-        loop {
-            let mut oldest: Option<Vec<u8>> = None;
-            let _ = self.zscan::<()>(Span::UpTo(cutoff), Order::OldestFirst, |_, member| {
-                oldest = Some(member.to_vec());
-                Ok(ControlFlow::Break(()))
-            });
-            let Some(member) = oldest else { break };
-            let element = RedisString::create_from_slice(self.ctx.ctx, &member);
+        for element in &expired {
             let mut deleted: c_int = 0;
-            // SAFETY: key opened for writing.
+            // SAFETY: key opened for writing; no iterator is active any more.
             unsafe {
                 call(raw::RedisModule_ZsetRem, |f| {
                     f(self.ptr, element.inner, &mut deleted)
                 })
             };
-            if deleted == 0 {
-                break;
-            }
-            removed += 1;
+            removed += usize::from(deleted != 0);
         }
         if removed > 0 {
-            self.replicate(
-                "ZREMRANGEBYSCORE",
-                &[b"-inf", cutoff.to_string().as_bytes()],
-            );
+            // SAFETY: format "scl" = key, C string, long long.
+            unsafe {
+                if let Some(replicate) = raw::RedisModule_Replicate {
+                    replicate(
+                        self.ctx.ctx,
+                        c"ZREMRANGEBYSCORE".as_ptr(),
+                        c"scl".as_ptr(),
+                        self.name.inner,
+                        c"-inf".as_ptr(),
+                        cutoff,
+                    );
+                }
+            }
         }
         removed
     }
@@ -345,7 +365,7 @@ impl<'c> Key<'c> {
             == Some(raw::REDISMODULE_OK as c_int);
         if ok {
             if let Some(at) = self.expires_at() {
-                self.replicate("PEXPIREAT", &[at.to_string().as_bytes()]);
+                self.replicate_with_number(c"PEXPIREAT", at);
             }
         }
         ok
@@ -360,7 +380,7 @@ impl<'c> Key<'c> {
         let ok = unsafe { call(raw::RedisModule_SetAbsExpire, |f| f(self.ptr, at)) }
             == Some(raw::REDISMODULE_OK as c_int);
         if ok {
-            self.replicate("PEXPIREAT", &[at.to_string().as_bytes()]);
+            self.replicate_with_number(c"PEXPIREAT", at);
         }
         ok
     }
@@ -396,12 +416,61 @@ impl<'c> Key<'c> {
         ok
     }
 
-    /// Replicates `command key args...`.
+    /// Replicates `command key args...` with byte-string arguments (used by the rarer writes).
     fn replicate(&self, command: &str, args: &[&[u8]]) {
         let mut argv: Vec<&[u8]> = Vec::with_capacity(args.len() + 1);
         argv.push(self.name());
         argv.extend_from_slice(args);
         self.ctx.replicate(command, argv.as_slice());
+    }
+
+    /// Replicates `command key n`, straight through RM_Replicate: no string objects are built
+    /// for the arguments (the hot path replicates ZADD and ZREMRANGEBYSCORE on every call).
+    fn replicate_with_number(&self, command: &CStr, number: i64) {
+        // SAFETY: format "sl" = the key's RedisModuleString, then a long long.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx.ctx,
+                    command.as_ptr(),
+                    c"sl".as_ptr(),
+                    self.name.inner,
+                    number,
+                );
+            }
+        }
+    }
+}
+
+/// A hash field name as a RedisModule string created once and kept for the life of the process.
+pub struct FieldName {
+    name: &'static CStr,
+    string: OnceLock<usize>,
+}
+
+impl FieldName {
+    pub const fn new(name: &'static CStr) -> Self {
+        FieldName {
+            name,
+            string: OnceLock::new(),
+        }
+    }
+
+    fn string(&self) -> *mut raw::RedisModuleString {
+        *self.string.get_or_init(|| {
+            let bytes = self.name.to_bytes();
+            // SAFETY: a string with no context is never freed automatically; it lives as long
+            // as the process, and only its address is kept.
+            unsafe {
+                raw::RedisModule_CreateString.map_or(0, |create| {
+                    create(
+                        ptr::null_mut(),
+                        bytes.as_ptr().cast::<c_char>(),
+                        bytes.len(),
+                    ) as usize
+                })
+            }
+        }) as *mut raw::RedisModuleString
     }
 }
 

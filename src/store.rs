@@ -5,11 +5,11 @@
 use std::ops::ControlFlow;
 
 use rand::RngCore;
-use redis_module::{raw, Context, ContextFlags};
+use redis_module::{raw, Context, ContextFlags, RedisString};
 
 use crate::args;
 use crate::error::Error;
-use crate::key::{Access, Key, Kind};
+use crate::key::{Access, FieldName, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
 use crate::queue::{self, StateId};
@@ -47,11 +47,19 @@ pub struct State<'c> {
 
 /// The raw fields of a limiter hash, before validation.
 struct Fields {
-    rate: Option<Vec<u8>>,
-    interval: Option<Vec<u8>>,
-    kind: Option<Vec<u8>>,
-    keep_alive: Option<Vec<u8>>,
+    rate: Option<RedisString>,
+    interval: Option<RedisString>,
+    kind: Option<RedisString>,
+    keep_alive: Option<RedisString>,
 }
+
+/// The hash's field names, as strings made once (see [`FieldName`]).
+static FIELD_NAMES: [FieldName; 4] = [
+    FieldName::new(keyspace::FIELD_RATE),
+    FieldName::new(keyspace::FIELD_INTERVAL),
+    FieldName::new(keyspace::FIELD_TYPE),
+    FieldName::new(keyspace::FIELD_KEEP_ALIVE),
+];
 
 /// What SETRATE was asked to do; built by `commands::setrate`.
 #[derive(Debug)]
@@ -147,13 +155,13 @@ impl<'c> Limiter<'c> {
             })
         };
         Ok(Some(Config {
-            rate: number("rate", rate, 0)?,
-            interval: number("interval", interval, 1)?,
-            mode: mode_of(kind),
+            rate: number("rate", rate.as_slice(), 0)?,
+            interval: number("interval", interval.as_slice(), 1)?,
+            mode: mode_of(kind.as_slice()),
             // Bounded like SETRATE's KEEPALIVE: it becomes a TTL, and a TTL past the clock's
             // range would overflow in Redis and expire the keys at once.
             keep_alive: match &fields.keep_alive {
-                Some(bytes) => args::parse_i64(bytes)
+                Some(bytes) => args::parse_i64(bytes.as_slice())
                     .filter(|n| (0..=args::MAX_DURATION_MS).contains(n))
                     .ok_or_else(|| {
                         Error::corrupt(
@@ -175,12 +183,17 @@ impl<'c> Limiter<'c> {
     }
 
     fn fields(&self) -> Fields {
-        let get = |field| self.hash.hash_get(field).map(|s| s.as_slice().to_vec());
+        let [rate, interval, kind, keep_alive] = self.hash.hash_get4([
+            &FIELD_NAMES[0],
+            &FIELD_NAMES[1],
+            &FIELD_NAMES[2],
+            &FIELD_NAMES[3],
+        ]);
         Fields {
-            rate: get(keyspace::FIELD_RATE),
-            interval: get(keyspace::FIELD_INTERVAL),
-            kind: get(keyspace::FIELD_TYPE),
-            keep_alive: get(keyspace::FIELD_KEEP_ALIVE),
+            rate,
+            interval,
+            kind,
+            keep_alive,
         }
     }
 
@@ -224,16 +237,12 @@ impl<'c> Limiter<'c> {
             }
         }
         let plan = limiter::try_acquire(&config, stored, &state, now, permits)?;
-        let member = match plan.append {
-            Some(entry) => Some((entry, state.fresh_member(entry)?)),
-            None => None,
-        };
         // Everything is read and decoded: from here on, only writes.
         if let Some(cutoff) = plan.prune_up_to {
             state.permits.zrem_up_to(cutoff);
         }
-        if let Some((entry, member)) = member {
-            state.permits.zadd_new(entry.score, &member);
+        if let Some(entry) = plan.append {
+            state.log(entry)?;
         }
         if let Some(value) = plan.value {
             state.value.set_string(value.to_string().as_bytes());
@@ -370,8 +379,8 @@ impl<'c> Limiter<'c> {
         // Modes are compared, not bytes: any `type` but `1` is OVERALL.
         let mode_changed = fields
             .kind
-            .as_deref()
-            .is_some_and(|old| mode_of(old) != change.mode);
+            .as_ref()
+            .is_some_and(|old| mode_of(old.as_slice()) != change.mode);
         let overall = self.open_state(&StateKeys::overall(&self.name), Access::Write)?;
         let client = match change.client {
             Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), Access::Write)?),
@@ -474,16 +483,18 @@ impl State<'_> {
         }
     }
 
-    /// A member for `entry` whose random id is not in the log yet, so adding it can never
-    /// overwrite (and lose) another acquisition.
-    fn fresh_member(&self, entry: Entry) -> Result<[u8; keyspace::MEMBER_LEN], Error> {
+    /// Logs an acquisition under a fresh random id. ZADD NX never overwrites a member, so an
+    /// id already in the log (a 2^-128 chance) is redrawn instead of losing an acquisition.
+    fn log(&self, entry: Entry) -> Result<(), Error> {
         let mut rng = rand::rng();
         for _ in 0..ID_ATTEMPTS {
             let mut id = [0u8; keyspace::ID_LEN];
             rng.fill_bytes(&mut id);
-            let member = keyspace::encode_member(&id, entry.permits);
-            if !self.permits.zcontains(&member) {
-                return Ok(member);
+            if self
+                .permits
+                .zadd_new(entry.score, &keyspace::encode_member(&id, entry.permits))
+            {
+                return Ok(());
             }
         }
         Err(Error::corrupt(
