@@ -50,7 +50,7 @@ ci: deps lint test test-valkey
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
 ## BENCH_ARGS=--quick for a short smoke run.
 bench: release
-	RATELIMIT_MODULE="$${CARGO_TARGET_DIR:-target}/release/libratelimit.so" REDIS_SERVER="$(REDIS_SERVER)" \
+	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)
 
 clean:

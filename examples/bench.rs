@@ -1553,13 +1553,19 @@ fn which(tool: &str) -> Option<PathBuf> {
 
 /// `$RATELIMIT_MODULE`, else `$CARGO_TARGET_DIR/release/libratelimit.so`, else
 /// `target/release/libratelimit.so` in this repository.
+///
+/// Always absolute: redis-server resolves a relative `--loadmodule` path after moving into its
+/// own `--dir`.
 fn module_path() -> PathBuf {
-    if let Some(path) = env::var_os("RATELIMIT_MODULE") {
-        return PathBuf::from(path);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target"));
-    root.join(target).join("release/libratelimit.so")
+    let path = match env::var_os("RATELIMIT_MODULE") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let target = env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("target"));
+            root.join(target).join("release/libratelimit.so")
+        }
+    };
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
