@@ -256,11 +256,12 @@ unsafe extern "C" fn unblocked_by_command(
     let Some(removed) = removed else {
         return context.reply(Err(RedisError::Str("ERR the request was already served"))) as c_int;
     };
-    let status = match hint_for(&context, &removed) {
-        Served::Wait(ms) => context.reply(Ok(RedisValue::Integer(ms))),
-        Served::Acquired => context.reply(Ok(RedisValue::Null)),
-        Served::Failed(message) => context.reply(Err(RedisError::String(message))),
+    let result = match hint_for(&context, &removed) {
+        Served::Wait(ms) => Ok(RedisValue::Integer(ms)),
+        Served::Acquired => Ok(RedisValue::Null),
+        Served::Failed(message) => Err(RedisError::String(message)),
     };
+    let status = context.reply(stats::counted(result));
     // SAFETY: taken from the queue just now, so unblocked exactly once.
     unsafe {
         if let Some(unblock) = raw::RedisModule_UnblockClient {

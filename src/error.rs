@@ -91,13 +91,22 @@ impl fmt::Display for Error {
                 "NOPERM this user has no permissions to access the limiter key '{}'",
                 Printable(key)
             ),
-            Error::CrossSlot { name } => write!(
-                f,
-                "CROSSSLOT the keys of limiter '{}' hash to different slots; \
-                 use a name with a complete hash tag, such as '{{{}}}'",
-                Printable(name),
-                Printable(name)
-            ),
+            Error::CrossSlot { name } => {
+                // Suggest the name with its braces removed, as a complete tag: always valid.
+                let core: Vec<u8> = name
+                    .iter()
+                    .copied()
+                    .filter(|b| !matches!(b, b'{' | b'}'))
+                    .collect();
+                let core: &[u8] = if core.is_empty() { b"limiter" } else { &core };
+                write!(
+                    f,
+                    "CROSSSLOT the keys of limiter '{}' hash to different slots; use a name \
+                     with a complete, non-empty hash tag, such as '{{{}}}'",
+                    Printable(name),
+                    Printable(core)
+                )
+            }
         }
     }
 }

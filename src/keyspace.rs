@@ -74,6 +74,16 @@ pub fn hash_slot(key: &[u8]) -> u16 {
     crc16(tagged.unwrap_or(key)) % 16384
 }
 
+/// Whether every key derived from limiter `name` (value, permits, and any client's) hashes to
+/// `name`'s own cluster slot. Checking the OVERALL keys is enough: when they share the slot,
+/// either `name` has a complete hash tag that every derived key repeats, or it has no brace and
+/// every derived key is tagged `{name}`.
+pub fn derived_keys_share_slot(name: &[u8]) -> bool {
+    let slot = hash_slot(name);
+    let keys = StateKeys::overall(name);
+    hash_slot(&keys.value) == slot && hash_slot(&keys.permits) == slot
+}
+
 fn crc16(bytes: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &byte in bytes {
@@ -201,6 +211,36 @@ mod tests {
             hash_slot(&StateKeys::overall(b"{}x").value),
             hash_slot(b"{}x")
         );
+    }
+
+    #[test]
+    fn the_overall_check_covers_client_keys() {
+        for name in [
+            &b"api"[..],
+            b"{t}x",
+            b"a{b}c",
+            b"a{b",
+            b"{}x",
+            b"x}y",
+            b"}x",
+            b"{",
+        ] {
+            if derived_keys_share_slot(name) {
+                for client in [&b"c"[..], b"}", b"{", b"x}y{z}"] {
+                    let keys = StateKeys::client(name, client);
+                    assert_eq!(
+                        hash_slot(&keys.value),
+                        hash_slot(name),
+                        "{name:?} {client:?}"
+                    );
+                    assert_eq!(hash_slot(&keys.permits), hash_slot(name));
+                }
+            }
+        }
+        assert!(derived_keys_share_slot(b"api") && derived_keys_share_slot(b"a{b}c"));
+        for broken in [&b"a{b"[..], b"{}x", b"x}y", b"}x"] {
+            assert!(!derived_keys_share_slot(broken), "{broken:?}");
+        }
     }
 
     #[test]

@@ -223,13 +223,15 @@ pub fn release<L: PermitLog>(
         Span::After(state.cutoff),
         Order::NewestFirst,
         &mut |entry| {
-            if remaining == 0 {
-                return ControlFlow::Break(());
-            }
             if entry.permits <= remaining {
                 remove_newest += 1;
                 remaining -= entry.permits;
-                ControlFlow::Continue(())
+                // Stop as soon as enough is released: older entries are not even decoded.
+                if remaining == 0 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
             } else {
                 shrink_newest_to = Some(entry.permits - remaining);
                 remaining = 0;

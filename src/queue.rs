@@ -51,6 +51,8 @@ struct Registry {
     by_state: HashMap<StateId, QueueId>,
     waiter_queue: HashMap<WaiterId, QueueId>,
     by_client: HashMap<usize, WaiterId>,
+    /// db -> watched key -> queues: a keyspace event on any key costs one lookup.
+    watchers: HashMap<i32, HashMap<Vec<u8>, Vec<QueueId>>>,
 }
 
 thread_local! {
@@ -118,6 +120,10 @@ pub fn enqueue(
                 r.next_id += 1;
                 let id = r.next_id;
                 r.by_state.insert(state.clone(), id);
+                let keys = r.watchers.entry(state.db).or_default();
+                for key in &watched {
+                    keys.entry(key.clone()).or_default().push(id);
+                }
                 r.queues.insert(
                     id,
                     Queue {
@@ -185,8 +191,22 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
         let emptied_wake = if queue.waiters.is_empty() {
             let wake = queue.wake;
             let state = queue.state.clone();
+            let watched = std::mem::take(&mut queue.watched);
             r.queues.remove(&queue_id);
             r.by_state.remove(&state);
+            if let Some(keys) = r.watchers.get_mut(&state.db) {
+                for key in &watched {
+                    if let Some(queues) = keys.get_mut(key.as_slice()) {
+                        queues.retain(|&q| q != queue_id);
+                        if queues.is_empty() {
+                            keys.remove(key.as_slice());
+                        }
+                    }
+                }
+                if keys.is_empty() {
+                    r.watchers.remove(&state.db);
+                }
+            }
             wake
         } else {
             None
@@ -222,11 +242,11 @@ pub fn exists(queue: QueueId) -> bool {
 /// Queues that a write to `key` in `db` may concern.
 pub fn watching(db: i32, key: &[u8]) -> Vec<QueueId> {
     with(|r| {
-        r.queues
-            .iter()
-            .filter(|(_, q)| q.state.db == db && q.watched.iter().any(|k| k.as_slice() == key))
-            .map(|(&id, _)| id)
-            .collect()
+        r.watchers
+            .get(&db)
+            .and_then(|keys| keys.get(key))
+            .cloned()
+            .unwrap_or_default()
     })
 }
 
@@ -297,6 +317,10 @@ mod tests {
 
         set_wake(q, Some(77));
         let last = remove(second).unwrap();
+        assert!(
+            watching(0, b"{api}:value").is_empty(),
+            "an emptied queue is unwatched"
+        );
         assert_eq!(
             last.emptied_wake,
             Some(77),

@@ -25,7 +25,6 @@ pub struct Limiter<'c> {
     hash: Key<'c>,
     access: Access,
     caller: Caller,
-    cluster: bool,
     db: i32,
 }
 
@@ -84,7 +83,14 @@ pub enum Condition {
 
 impl<'c> Limiter<'c> {
     pub fn open(ctx: &'c Context, name: &[u8], access: Access) -> Result<Self, Error> {
+        refuse_cross_slot(ctx, name)?;
         Self::open_as(ctx, name, access, Caller::current(ctx))
+    }
+
+    /// Opens a limiter only to read its configuration: CONFIG touches nothing but the declared
+    /// key, so it answers even for a name whose derived keys are in another cluster slot.
+    pub fn open_config(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
+        Self::open_as(ctx, name, Access::Read, Caller::current(ctx))
     }
 
     /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
@@ -107,25 +113,14 @@ impl<'c> Limiter<'c> {
             hash,
             access,
             caller,
-            cluster: ctx.get_flags().contains(ContextFlags::CLUSTER),
             db: selected_db(ctx),
         })
     }
 
     /// Opens the value and permits keys of one state. The server checked only the declared
     /// `key`; these are derived from it, so this is where the module refuses, before touching
-    /// anything, a state in another cluster slot or outside the caller's ACL.
+    /// anything, a key outside the caller's ACL (the cluster slot was checked at open).
     fn open_state(&self, keys: &StateKeys, access: Access) -> Result<State<'c>, Error> {
-        if self.cluster {
-            let slot = keyspace::hash_slot(&self.name);
-            if keyspace::hash_slot(&keys.value) != slot
-                || keyspace::hash_slot(&keys.permits) != slot
-            {
-                return Err(Error::CrossSlot {
-                    name: self.name.clone(),
-                });
-            }
-        }
         let value = Key::open(self.ctx, &keys.value, access);
         self.caller.check(&value, access)?;
         expect_kind(&value, Kind::String)?;
@@ -221,19 +216,12 @@ impl<'c> Limiter<'c> {
         }
         let state = self.state(&config, client)?;
         let stored = state.stored_value()?;
-        if turn == Turn::BehindWaiters && !queue::is_empty() {
-            if let Some(ahead) = queue::queued_permits(&self.state_id(&state)) {
+        if turn == Turn::BehindWaiters {
+            if let Some(ahead) = self.queued_permits(&state) {
                 // Take nothing while others wait; hint at when they and this request could fit.
-                let wanted = ahead
-                    .saturating_add(u64::from(permits))
-                    .min(u64::try_from(config.rate).unwrap_or(0))
-                    .min(u64::from(u32::MAX)) as u32;
-                let hint = match limiter::try_acquire(&config, stored, &state, now, wanted)?.outcome
-                {
-                    Outcome::Wait(ms) => ms,
-                    Outcome::Acquired => 1,
-                };
-                return Ok(Outcome::Wait(hint));
+                return Ok(Outcome::Wait(hint(
+                    &config, stored, &state, now, ahead, permits,
+                )?));
             }
         }
         let plan = limiter::try_acquire(&config, stored, &state, now, permits)?;
@@ -258,11 +246,16 @@ impl<'c> Limiter<'c> {
             return Err(Error::PermitsExceedRate);
         }
         let state = self.state(&config, client)?;
-        let plan = limiter::try_acquire(&config, state.stored_value()?, &state, now, permits)?;
-        Ok(match plan.outcome {
-            Outcome::Wait(ms) => ms,
-            Outcome::Acquired => 1,
-        })
+        let ahead = self.queued_permits(&state).unwrap_or(0);
+        hint(&config, state.stored_value()?, &state, now, ahead, permits)
+    }
+
+    /// Permits requested by the clients blocked in ACQUIRE on this state, if any are.
+    fn queued_permits(&self, state: &State<'_>) -> Option<u64> {
+        if queue::is_empty() {
+            return None;
+        }
+        queue::queued_permits(&self.state_id(state))
     }
 
     /// The state an ACQUIRE on `client` waits on, and the keys whose writes may free permits.
@@ -603,10 +596,45 @@ impl Drop for Caller {
     }
 }
 
+/// The wait before `permits` could be taken after the `ahead` permits queued before them (their
+/// sum capped at the rate, since no request can exceed it); at least 1. Writes nothing.
+fn hint(
+    config: &Config,
+    stored: Option<i64>,
+    state: &State<'_>,
+    now: i64,
+    ahead: u64,
+    permits: u32,
+) -> Result<i64, Error> {
+    let rate = u64::try_from(config.rate).unwrap_or(0);
+    let wanted = ahead
+        .saturating_add(u64::from(permits))
+        .min(rate)
+        .min(u64::from(u32::MAX)) as u32;
+    Ok(
+        match limiter::try_acquire(config, stored, state, now, wanted)?.outcome {
+            Outcome::Wait(ms) => ms,
+            Outcome::Acquired => 1,
+        },
+    )
+}
+
 /// A zset score as whole milliseconds. Scores this module and Redisson write are integers; a
 /// fractional one is rounded up, so its entry is never freed early.
 fn score_ms(score: f64) -> i64 {
     score.ceil() as i64
+}
+
+/// In a cluster, keys in another slot may live on another node: a name whose derived keys do
+/// not share its slot is refused before anything is read or written (SETRATE NX included, so
+/// no unusable limiter is ever created).
+fn refuse_cross_slot(ctx: &Context, name: &[u8]) -> Result<(), Error> {
+    if ctx.get_flags().contains(ContextFlags::CLUSTER) && !keyspace::derived_keys_share_slot(name) {
+        return Err(Error::CrossSlot {
+            name: name.to_vec(),
+        });
+    }
+    Ok(())
 }
 
 /// The mode a `type` field means: exactly `1` is PER_CLIENT, anything else OVERALL.

@@ -1010,3 +1010,45 @@ fn flushall_fails_waiters_at_once() {
         .unwrap()
         .contains("blocked_clients:0"));
 }
+
+#[test]
+fn a_timed_out_waiter_is_told_the_wait_behind_the_queue() {
+    // Full 3-per-second window: one permit frees at +1000, +1100 and +1200 each. A 2-permit
+    // waiter is parked first; a 1-permit waiter behind it times out. Its own permit would free
+    // at +1000 (hint 700), but the 2 ahead of it come first: 3 permits are free at +1200.
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE q 3 1000").unwrap();
+    for _ in 0..3 {
+        assert_eq!(try_acquire(&mut con, "q", 1), None);
+        advance(&mut con, 100);
+    }
+    let mut head = server.conn();
+    head.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let head = std::thread::spawn(move || line::<Option<i64>>(&mut head, "RATELIMIT.ACQUIRE q 2"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !line::<String>(&mut con, "INFO clients")
+        .unwrap()
+        .contains("blocked_clients:1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the head never blocked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut behind = server.conn();
+    behind
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let hint: Option<i64> = line(&mut behind, "RATELIMIT.ACQUIRE q 1 TIMEOUT 100").unwrap();
+    assert_eq!(hint, Some(900));
+    advance(&mut con, 900);
+    assert_eq!(
+        head.join().unwrap().unwrap(),
+        None,
+        "the head is served at +1200"
+    );
+}

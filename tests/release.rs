@@ -329,3 +329,30 @@ fn a_release_with_the_value_key_missing_derives_it_from_the_log() {
     assert_eq!(try_acquire(&mut con, "api", 7), None);
     assert_eq!(try_acquire(&mut con, "api", 1), Some(1000));
 }
+
+#[test]
+fn release_decodes_no_entry_older_than_what_it_releases() {
+    // A corrupt entry older than the two newest: releasing exactly those two never reads it.
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE r 10 10000").unwrap();
+    assert_eq!(try_acquire(&mut con, "r", 1), None);
+    let score = (T0 + 1).to_string();
+    let _: i64 = run(
+        &mut con,
+        &[b"ZADD", b"{r}:permits", score.as_bytes(), b"\x10ab"],
+    )
+    .unwrap();
+    for _ in 0..2 {
+        advance(&mut con, 10);
+        assert_eq!(try_acquire(&mut con, "r", 1), None);
+    }
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE r 2").unwrap(), 2);
+    // Two more than the valid newest entry holds: the corrupt one must be read, an error.
+    let err = error_of(&mut con, "RATELIMIT.RELEASE r 2");
+    assert!(
+        err.starts_with("ERR corrupt rate limiter key '{r}:permits'"),
+        "{err}"
+    );
+}

@@ -8,7 +8,6 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 use super::byte_args;
 use super::doc::{Doc, KEY, READ};
 use crate::error::Error;
-use crate::key::Access;
 use crate::limiter::{Config, Mode};
 use crate::store::Limiter;
 
@@ -26,7 +25,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [key] = args.as_slice() else {
         return Err(Error::WrongArity.into());
     };
-    let limiter = Limiter::open(ctx, key, Access::Read)?;
+    let limiter = Limiter::open_config(ctx, key)?;
     match limiter.config()? {
         None => Ok(RedisValue::Null),
         Some(config) => {
