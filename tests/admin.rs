@@ -15,12 +15,6 @@ fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
     int(con, &format!("PEXPIRETIME {key}"))
 }
 
-/// The server's clock in ms (TTLs run on it, never on the debug clock).
-fn server_ms(con: &mut Connection) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
-    secs * 1000 + micros / 1000
-}
-
 fn exists(con: &mut Connection, key: &str) -> bool {
     int(con, &format!("EXISTS {key}")) == 1
 }

@@ -45,10 +45,6 @@ fn logged(con: &mut Connection, log: &str) -> (usize, u64) {
     (entries.len(), sum)
 }
 
-fn value(con: &mut Connection, key: &str) -> Option<String> {
-    line(con, &format!("GET {key}")).expect("GET")
-}
-
 #[test]
 fn single_permits_granted_add_up_to_the_rate_exactly() {
     let server = Server::start();
@@ -84,7 +80,7 @@ fn single_permits_granted_add_up_to_the_rate_exactly() {
     assert!(log_entries(&mut con, "{api}:permits")
         .iter()
         .all(|(m, s)| m.len() == 21 && *s == T0));
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("0"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("0"));
     assert_eq!(line::<i64>(&mut con, "RATELIMIT.AVAILABLE api").unwrap(), 0);
 }
 
@@ -126,7 +122,7 @@ fn random_permit_sizes_never_exceed_the_rate() {
     assert_eq!(logged(&mut con, "{api}:permits"), (grants, sum));
     let left = rate - sum;
     assert_eq!(
-        value(&mut con, "{api}:value"),
+        get(&mut con, "{api}:value"),
         Some(left.to_string()),
         "value"
     );
@@ -167,7 +163,7 @@ fn per_client_limits_hold_under_contention() {
             (rate as usize, rate)
         );
         assert_eq!(
-            value(&mut con, &format!("{{pc}}:value:client-{client}")).as_deref(),
+            get(&mut con, &format!("{{pc}}:value:client-{client}")).as_deref(),
             Some("0")
         );
     }

@@ -27,39 +27,6 @@ const EPOCH: usize = 500;
 /// Distinct problems reported at most (the run goes on after one, to find others).
 const MAX_PROBLEMS: usize = 12;
 
-// ---- a small deterministic PRNG ---------------------------------------------------------------
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn bytes(&mut self, max_len: usize) -> Vec<u8> {
-        let len = self.below(max_len + 1);
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
-
 // ---- the planted dataset ------------------------------------------------------------------------
 
 /// Limiters with sane state, which the commands mostly hit so that state really changes.
@@ -175,7 +142,7 @@ fn okl(con: &mut Connection, text: &str) {
 fn plant(con: &mut Connection, rng: &mut Rng, now: i64, odd: &[Vec<u8>]) {
     okl(con, "FLUSHALL");
     set_clock(con, now);
-    let past = (now - 5_000 - rng.below(100_000) as i64).to_string();
+    let past = (now - 5_000 - rng.index(100_000) as i64).to_string();
     let past = past.as_bytes();
     let nows = now.to_string();
     let nowb = nows.as_bytes();
@@ -264,7 +231,7 @@ fn plant(con: &mut Connection, rng: &mut Rng, now: i64, odd: &[Vec<u8>]) {
     okl(con, "RATELIMIT.TRYACQUIRE trunc-m 2");
     let truncated = {
         let mut m = member(rng, 1);
-        m.truncate(1 + rng.below(19));
+        m.truncate(1 + rng.index(19));
         m
     };
     ok(con, &[b"ZADD", b"{trunc-m}:permits", past, &truncated]);
@@ -350,7 +317,7 @@ struct Gen<'a> {
 
 impl Gen<'_> {
     fn key(&mut self) -> Vec<u8> {
-        match self.rng.below(20) {
+        match self.rng.index(20) {
             0..=8 => self.rng.pick(&GOOD_NAMES).to_vec(),
             9..=16 => self.rng.pick(&CORRUPT_NAMES).to_vec(),
             17 | 18 => self.rng.pick(self.odd).clone(),
@@ -367,11 +334,11 @@ impl Gen<'_> {
     }
 
     fn number(&mut self) -> Vec<u8> {
-        match self.rng.below(10) {
+        match self.rng.index(10) {
             0..=5 => self.rng.pick(&SMALL).to_vec(),
             6..=8 => self.rng.pick(&WEIRD_NUMBERS).to_vec(),
             _ => {
-                let n = self.rng.next() >> self.rng.below(64);
+                let n = self.rng.next() >> self.rng.index(64);
                 if self.rng.one_in(3) {
                     format!("-{n}").into_bytes()
                 } else {
@@ -390,7 +357,7 @@ impl Gen<'_> {
     }
 
     fn word(&mut self) -> Vec<u8> {
-        match self.rng.below(4) {
+        match self.rng.index(4) {
             0 => self.rng.pick(&TOKENS).to_vec(),
             1 => self.number(),
             2 => self.key(),
@@ -408,7 +375,7 @@ impl Gen<'_> {
 
     fn command(&mut self) -> (Cmd, Vec<Vec<u8>>) {
         let total: usize = WEIGHTS.iter().map(|w| w.1).sum();
-        let mut roll = self.rng.below(total);
+        let mut roll = self.rng.index(total);
         let cmd = WEIGHTS
             .iter()
             .find(|(_, w)| {
@@ -444,7 +411,7 @@ impl Gen<'_> {
                 b"RATELIMIT.DEBUG",
                 b"ratelimit.tryacquire",
                 b"RateLimit.SetRate",
-            ][self.rng.below(11)],
+            ][self.rng.index(11)],
         };
         let mut words = vec![name.to_vec()];
         match cmd {
@@ -453,7 +420,7 @@ impl Gen<'_> {
                 words.push(self.from(&[b"1", b"2", b"3", b"5", b"10", b"4294967295"]));
                 words.push(self.from(&[b"1", b"10", b"100", b"1000", b"60000", b"3153600000000"]));
                 let mut options: Vec<Vec<Vec<u8>>> = Vec::new();
-                match self.rng.below(3) {
+                match self.rng.index(3) {
                     0 => options.push(vec![b"OVERALL".to_vec()]),
                     1 => options.push(vec![b"PER_CLIENT".to_vec()]),
                     _ => {}
@@ -462,7 +429,7 @@ impl Gen<'_> {
                     let ms = self.from(&[b"0", b"3600000", b"86400000", b"3153600000000"]);
                     options.push(vec![b"KEEPALIVE".to_vec(), ms]);
                 }
-                match self.rng.below(4) {
+                match self.rng.index(4) {
                     0 => options.push(vec![b"NX".to_vec()]),
                     1 => options.push(vec![b"XX".to_vec()]),
                     _ => {}
@@ -475,17 +442,17 @@ impl Gen<'_> {
                 }
                 // Options in any order.
                 for i in (1..options.len()).rev() {
-                    let j = self.rng.below(i + 1);
+                    let j = self.rng.index(i + 1);
                     options.swap(i, j);
                 }
                 words.extend(options.into_iter().flatten());
             }
             Cmd::TryAcquire | Cmd::Acquire => {
                 words.push(self.key());
-                if self.rng.below(3) > 0 {
+                if self.rng.index(3) > 0 {
                     words.push(self.from(&[b"1", b"1", b"2", b"3", b"5"]));
                 }
-                if cmd == Cmd::Acquire && self.rng.below(3) > 0 {
+                if cmd == Cmd::Acquire && self.rng.index(3) > 0 {
                     words.push(b"TIMEOUT".to_vec());
                     words.push(self.from(&[b"0", b"1", b"3", b"10", b"25"]));
                 }
@@ -519,7 +486,7 @@ impl Gen<'_> {
                 }
                 self.client_option(&mut words);
             }
-            Cmd::Debug => match self.rng.below(8) {
+            Cmd::Debug => match self.rng.index(8) {
                 0..=4 => {
                     words.push(b"ADVANCE".to_vec());
                     words.push(self.from(&[b"0", b"1", b"10", b"100", b"999", b"1000", b"5000"]));
@@ -538,7 +505,7 @@ impl Gen<'_> {
                 }
             },
             Cmd::Chaos => {
-                for _ in 0..self.rng.below(8) {
+                for _ in 0..self.rng.index(8) {
                     let word = self.word();
                     words.push(word);
                 }
@@ -546,14 +513,14 @@ impl Gen<'_> {
         }
         // Mutations: wrong arity, repeated and conflicting options, junk.
         if cmd != Cmd::Chaos && self.rng.one_in(6) {
-            for _ in 0..=self.rng.below(2) {
-                let at = 1 + self.rng.below(words.len());
-                match self.rng.below(5) {
+            for _ in 0..=self.rng.index(2) {
+                let at = 1 + self.rng.index(words.len());
+                match self.rng.index(5) {
                     0 if words.len() > 1 => {
                         words.remove(at.min(words.len() - 1));
                     }
                     1 if words.len() > 1 => {
-                        let copy = words[1 + self.rng.below(words.len() - 1)].clone();
+                        let copy = words[1 + self.rng.index(words.len() - 1)].clone();
                         words.insert(at, copy);
                     }
                     2 => {
@@ -913,9 +880,9 @@ impl Run {
     fn on_main(&mut self, words: &[Vec<u8>], may_block: bool) -> Outcome {
         let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
         let how = if may_block {
-            self.rng.below(2)
+            self.rng.index(2)
         } else {
-            self.rng.below(12)
+            self.rng.index(12)
         };
         match how {
             0 => {
@@ -969,7 +936,7 @@ impl Run {
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut clean = true;
-        let how = self.rng.below(8);
+        let how = self.rng.index(8);
         let has_timeout = words.iter().any(|w| w.eq_ignore_ascii_case(b"TIMEOUT"));
         if has_timeout && how >= 3 {
             // Let its TIMEOUT (at most 25 ms when valid) run out.
@@ -1099,7 +1066,7 @@ fn random_hostile_commands_never_crash_and_failures_write_nothing() {
         run.counts.commands += 1;
         let shown = show(&words);
         run.remember(shown.clone());
-        let (outcome, must_be_clean) = if cmd == Cmd::Acquire && run.rng.below(4) > 0 {
+        let (outcome, must_be_clean) = if cmd == Cmd::Acquire && run.rng.index(4) > 0 {
             run.acquire(&words)
         } else {
             (run.on_main(&words, cmd == Cmd::Acquire), true)

@@ -125,10 +125,6 @@ fn lua_try_acquire(
     (reply[0] == 1, reply[1], reply[2])
 }
 
-fn available(con: &mut Connection, name: &str) -> i64 {
-    line(con, &format!("RATELIMIT.AVAILABLE {name}")).expect("AVAILABLE")
-}
-
 /// The log as sorted (score, permits) pairs, whoever wrote the members.
 fn decoded_log(con: &mut Connection, log: &str) -> Vec<(i64, u32)> {
     let mut entries: Vec<(i64, u32)> = log_entries(con, log)
@@ -137,10 +133,6 @@ fn decoded_log(con: &mut Connection, log: &str) -> Vec<(i64, u32)> {
         .collect();
     entries.sort();
     entries
-}
-
-fn get(con: &mut Connection, key: &str) -> Option<String> {
-    line(con, &format!("GET {key}")).expect("GET")
 }
 
 #[test]

@@ -14,18 +14,6 @@ fn acquire_as(con: &mut Connection, key: &str, permits: u32, client: &str) -> Op
     .expect("TRYACQUIRE")
 }
 
-fn get(con: &mut Connection, key: &str) -> Option<String> {
-    line(con, &format!("GET {key}")).expect("GET")
-}
-
-fn exists(con: &mut Connection, key: &str) -> bool {
-    line::<i64>(con, &format!("EXISTS {key}")).expect("EXISTS") == 1
-}
-
-fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
-    line(con, &format!("DUMP {key}")).expect("DUMP")
-}
-
 #[test]
 fn each_client_has_its_own_keys_and_budget() {
     let server = Server::start();

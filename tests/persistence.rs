@@ -12,28 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// xorshift64, for a deterministic workload.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 const NAMES: [&str; 4] = ["api", "tag{x}", "{pc}", "big"];
 const CLIENTS: [&str; 2] = ["c1", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"];
 
@@ -123,17 +101,8 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn info_field(con: &mut Connection, section: &str, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .trim()
-        .to_string()
-}
-
 fn kill_9(server: &mut Server) {
-    let pid = info_field(&mut server.conn(), "server", "process_id");
+    let pid = info_field(&mut server.conn(), "server", "process_id").expect("process_id");
     let status = Command::new("kill")
         .args(["-9", &pid])
         .status()

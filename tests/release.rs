@@ -10,14 +10,6 @@ fn release(con: &mut Connection, text: &str) -> i64 {
     line(con, &format!("RATELIMIT.RELEASE {text}")).expect("RELEASE")
 }
 
-fn value(con: &mut Connection, key: &str) -> Option<String> {
-    line(con, &format!("GET {key}")).expect("GET")
-}
-
-fn available(con: &mut Connection, name: &str) -> i64 {
-    line(con, &format!("RATELIMIT.AVAILABLE {name}")).expect("AVAILABLE")
-}
-
 /// (score, permits) of every entry, oldest first.
 fn decoded(con: &mut Connection, log: &str) -> Vec<(i64, u32)> {
     log_entries(con, log)
@@ -38,7 +30,7 @@ fn removes_the_newest_entries_and_splits_the_last_one() {
     advance(&mut con, 10);
     assert_eq!(try_acquire(&mut con, "api", 4), None);
     let before = log_entries(&mut con, "{api}:permits");
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("1"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("1"));
 
     // 5 = the 4 of the newest entry + 1 of the 3 before it.
     assert_eq!(release(&mut con, "api 5"), 5);
@@ -51,7 +43,7 @@ fn removes_the_newest_entries_and_splits_the_last_one() {
     assert_eq!(split[0], 0x10);
     assert_eq!(&split[1..17], &before[1].0[1..17], "and its 16-byte id");
     assert_eq!(member_permits(split), 2);
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("6"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("6"));
     assert_eq!(available(&mut con, "api"), 6);
 }
 
@@ -67,7 +59,7 @@ fn releasing_whole_entries_leaves_no_zero_permit_member() {
     }
     assert_eq!(release(&mut con, "api 5"), 5);
     assert_eq!(decoded(&mut con, "{api}:permits"), vec![(T0, 1)]);
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("9"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("9"));
 }
 
 #[test]
@@ -84,7 +76,7 @@ fn replies_less_when_less_is_logged() {
         0,
         "the whole log was given back"
     );
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("10"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("10"));
     // Nothing logged: nothing to release, and nothing is written.
     let before = snapshot(&mut con);
     assert_eq!(release(&mut con, "api 1"), 0);
@@ -106,7 +98,7 @@ fn expired_entries_are_not_released_again() {
     // The 4 from T0 are already free (T0 + 1000): only the 3 still logged can be released.
     assert_eq!(release(&mut con, "api 5"), 3);
     assert_eq!(line::<i64>(&mut con, "ZCARD {api}:permits").unwrap(), 0);
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("10"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("10"));
     assert_eq!(available(&mut con, "api"), 10);
 }
 
@@ -121,7 +113,7 @@ fn the_value_is_raised_but_capped_at_the_rate() {
     line::<()>(&mut con, "SET {api}:value 9").unwrap();
     assert_eq!(release(&mut con, "api 3"), 3);
     assert_eq!(decoded(&mut con, "{api}:permits"), vec![(T0, 1)]);
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("10"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("10"));
     assert_eq!(available(&mut con, "api"), 10);
 }
 
@@ -139,7 +131,7 @@ fn released_permits_can_be_taken_again_but_never_more_than_the_rate() {
     assert_eq!(available(&mut con, "api"), 7);
     assert_eq!(try_acquire(&mut con, "api", 7), None);
     assert_eq!(try_acquire(&mut con, "api", 1), Some(500));
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("0"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("0"));
     advance(&mut con, 500);
     // Only the 3 still logged at T0 come back: the released ones are not counted a second time.
     assert_eq!(available(&mut con, "api"), 3);
@@ -274,7 +266,7 @@ fn splitting_an_8_byte_id_member_keeps_its_id() {
     expected.extend_from_slice(b"olderid!");
     expected.extend_from_slice(&3u32.to_le_bytes());
     assert_eq!(member, &expected);
-    assert_eq!(value(&mut con, "{legacy}:value").as_deref(), Some("7"));
+    assert_eq!(get(&mut con, "{legacy}:value").as_deref(), Some("7"));
 }
 
 #[test]
@@ -293,7 +285,7 @@ fn a_client_release_touches_only_that_client() {
     }
     let c2_before: Vec<_> = [
         log_entries(&mut con, "{pc}:permits:c2"),
-        vec![(value(&mut con, "{pc}:value:c2").unwrap().into_bytes(), 0)],
+        vec![(get(&mut con, "{pc}:value:c2").unwrap().into_bytes(), 0)],
     ]
     .concat();
     assert_eq!(
@@ -301,10 +293,10 @@ fn a_client_release_touches_only_that_client() {
         3
     );
     assert_eq!(decoded(&mut con, "{pc}:permits:c1"), vec![(T0, 1)]);
-    assert_eq!(value(&mut con, "{pc}:value:c1").as_deref(), Some("4"));
+    assert_eq!(get(&mut con, "{pc}:value:c1").as_deref(), Some("4"));
     let c2_after: Vec<_> = [
         log_entries(&mut con, "{pc}:permits:c2"),
-        vec![(value(&mut con, "{pc}:value:c2").unwrap().into_bytes(), 0)],
+        vec![(get(&mut con, "{pc}:value:c2").unwrap().into_bytes(), 0)],
     ]
     .concat();
     assert_eq!(c2_after, c2_before);
@@ -325,7 +317,7 @@ fn a_release_with_the_value_key_missing_derives_it_from_the_log() {
     assert_eq!(release(&mut con, "api 4"), 4);
     let log = decoded(&mut con, "{api}:permits");
     assert_eq!(log.iter().map(|(_, p)| p).sum::<u32>(), 3);
-    assert_eq!(value(&mut con, "{api}:value").as_deref(), Some("7"));
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("7"));
     assert_eq!(try_acquire(&mut con, "api", 7), None);
     assert_eq!(try_acquire(&mut con, "api", 1), Some(1000));
 }

@@ -10,32 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// xorshift64: a deterministic sequence, so a failing run can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 /// Limiter names: plain, with a `{` (unwrapped suffixes), with a hash tag, and `hot`, which
 /// keeps a long window so its log grows past the listpack limit (128) into a skiplist zset.
 const NAMES: [&str; 6] = ["api", "login", "tag{x}", "{pc}", "u:{7}", "hot"];
@@ -179,13 +153,6 @@ fn exec(con: &mut Connection, words: &[String], tally: &mut Tally) -> Option<Val
             None
         }
     }
-}
-
-fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
 }
 
 fn repl_offset(con: &mut Connection) -> i64 {

@@ -20,18 +20,6 @@ fn expect(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-fn exists(con: &mut Connection, key: &str) -> bool {
-    line::<i64>(con, &format!("EXISTS {key}")).expect("EXISTS") == 1
-}
-
-fn pttl(con: &mut Connection, key: &str) -> i64 {
-    line(con, &format!("PTTL {key}")).expect("PTTL")
-}
-
-fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
-    line(con, &format!("DUMP {key}")).expect("DUMP")
-}
-
 /// A permit-log member as the keyspace contract encodes it: 0x10, a 16-byte id, u32 LE permits.
 fn member(id: u8, permits: u32) -> Vec<u8> {
     let mut m = vec![0x10];

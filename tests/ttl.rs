@@ -7,18 +7,8 @@ mod common;
 
 use common::*;
 
-fn pttl(con: &mut Connection, key: &str) -> i64 {
-    line(con, &format!("PTTL {key}")).expect("PTTL")
-}
-
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
     line(con, &format!("PEXPIRETIME {key}")).expect("PEXPIRETIME")
-}
-
-/// The server's wall clock in ms (the clock key expiry runs on).
-fn server_ms(con: &mut Connection) -> i64 {
-    let time: Vec<i64> = line(con, "TIME").expect("TIME");
-    time[0] * 1000 + time[1] / 1000
 }
 
 fn shorten(con: &mut Connection, keys: &[&str], ms: i64) {

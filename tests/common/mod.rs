@@ -334,3 +334,83 @@ pub fn member_permits(member: &[u8]) -> u32 {
     let len = member[0] as usize;
     u32::from_le_bytes(member[1 + len..5 + len].try_into().expect("4 bytes"))
 }
+
+/// xorshift64: a deterministic pseudo-random sequence for workloads, so a failing run can be
+/// replayed from its seed (no crate needed).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// In `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// An index in `0..n` (`n` > 0).
+    pub fn index(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn one_in(&mut self, n: usize) -> bool {
+        self.index(n) == 0
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.index(items.len())]
+    }
+
+    /// Up to `max_len` random bytes.
+    pub fn bytes(&mut self, max_len: usize) -> Vec<u8> {
+        let len = self.index(max_len + 1);
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// GET as a string.
+pub fn get(con: &mut Connection, key: &str) -> Option<String> {
+    line(con, &format!("GET {key}")).expect("GET")
+}
+
+pub fn exists(con: &mut Connection, key: &str) -> bool {
+    line::<i64>(con, &format!("EXISTS {key}")).expect("EXISTS") == 1
+}
+
+pub fn pttl(con: &mut Connection, key: &str) -> i64 {
+    line(con, &format!("PTTL {key}")).expect("PTTL")
+}
+
+pub fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
+    line(con, &format!("DUMP {key}")).expect("DUMP")
+}
+
+/// RATELIMIT.AVAILABLE of an OVERALL limiter.
+pub fn available(con: &mut Connection, name: &str) -> i64 {
+    line(con, &format!("RATELIMIT.AVAILABLE {name}")).expect("AVAILABLE")
+}
+
+/// The server's own clock in unix ms (TTLs run on it, not on the module's debug clock).
+pub fn server_ms(con: &mut Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// One field of an INFO section.
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
