@@ -256,3 +256,78 @@ fn rdb_restores_the_limiter_which_keeps_counting_from_its_log() {
         .sum();
     assert_eq!(logged, 5, "the restored log and the new entries");
 }
+
+#[test]
+fn aof_keeps_every_acknowledged_grant_when_killed_mid_workload() {
+    // A writer acquires without pause while the server is SIGKILLed under it. With appendfsync
+    // always, every acknowledged grant must be in the AOF; the one command in flight may or may
+    // not be; and since a grant's effects (ZADD, SET) are one MULTI/EXEC in the AOF, the value
+    // and the log replayed without the module must agree: value = rate - permits logged.
+    const RATE: i64 = 1_000_000;
+    let mut master = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let mut con = master.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, &format!("RATELIMIT.SETRATE burst {RATE} 3600000")).unwrap();
+
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let writer = {
+        let acked = acked.clone();
+        let mut con = master.conn();
+        con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        thread::spawn(move || {
+            for i in 0u64.. {
+                let permits = if i % 7 == 0 { 3 } else { 1 };
+                match line::<Option<i64>>(
+                    &mut con,
+                    &format!("RATELIMIT.TRYACQUIRE burst {permits}"),
+                ) {
+                    Ok(None) => {
+                        acked.fetch_add(permits, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Ok(Some(ms)) => panic!("refused ({ms}) with the window nowhere near full"),
+                    // The server died under the request: this one was in flight.
+                    Err(_) => return permits,
+                }
+            }
+            unreachable!()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while acked.load(std::sync::atomic::Ordering::SeqCst) < 300 {
+        assert!(Instant::now() < deadline, "the writer made no progress");
+        thread::sleep(Duration::from_millis(5));
+    }
+    kill_9(&mut master);
+    let in_flight = writer.join().expect("writer");
+    let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
+
+    let copy = TempDir::new("midway");
+    copy_dir(&master.dir, &copy.0);
+    drop(master);
+    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", copy.path()]);
+    let mut restored = plain.conn();
+    let entries = log_entries(&mut restored, "{burst}:permits");
+    assert!(
+        entries.iter().all(|(m, _)| m.len() == 21),
+        "every member is 21 bytes"
+    );
+    let logged: i64 = entries
+        .iter()
+        .map(|(m, _)| i64::from(member_permits(m)))
+        .sum();
+    eprintln!(
+        "aof mid-workload: {acked} permits acknowledged, {logged} replayed, {in_flight} in flight"
+    );
+    assert!(
+        logged == acked || logged == acked + in_flight,
+        "acknowledged {acked}, in flight {in_flight}, replayed {logged}"
+    );
+    let value: i64 = get(&mut restored, "{burst}:value")
+        .expect("value key")
+        .parse()
+        .expect("integer value");
+    assert_eq!(value, RATE - logged, "value and log replayed out of step");
+}
