@@ -136,6 +136,13 @@ fn wait_blocked(con: &mut Connection, n: i64) {
     }
 }
 
+/// A waiter that left (timed out, disconnected...) left no ghost in the queue: on the 2-permit
+/// limiter `api`, releasing one permit lets a new request take it at once.
+fn no_waiter_left_behind(con: &mut Connection) {
+    assert_eq!(line::<i64>(con, "RATELIMIT.RELEASE api 1").unwrap(), 1);
+    assert_eq!(try_acquire(con, "api", 1), None);
+}
+
 /// Waits until `waiter` has its reply; panics if it has none within `within`.
 fn served_within(waiter: Waiter, within: Duration) -> Served {
     let deadline = Instant::now() + within;
@@ -298,14 +305,12 @@ fn timeout_replies_the_hint_and_lets_the_next_waiter_go() {
     assert_eq!(blocked(&mut con), (0, 0));
     assert_eq!(stat(&mut con, "timeouts"), 1);
     assert_eq!(stat(&mut con, "waits"), 2);
-    let permits: u32 = log_entries(&mut con, "{api}:permits")
-        .iter()
-        .map(|(m, _)| member_permits(m))
-        .sum();
-    assert_eq!(permits, 2, "the timed-out waiter took nothing");
-    // No ghost left in the queue: a new request is not held back behind it.
-    assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE api 1").unwrap(), 1);
-    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(
+        logged_permits(&mut con, "{api}:permits"),
+        2,
+        "the timed-out waiter took nothing"
+    );
+    no_waiter_left_behind(&mut con);
 }
 
 // ---- fairness --------------------------------------------------------------------------------
@@ -515,14 +520,12 @@ fn a_disconnected_waiter_leaves_nothing_and_the_next_is_served() {
     wait_blocked(&mut con, 0);
     assert_eq!(stat(&mut con, "waits"), 3);
     assert_eq!(stat(&mut con, "timeouts"), 0);
-    let permits: u32 = log_entries(&mut con, "{api}:permits")
-        .iter()
-        .map(|(m, _)| member_permits(m))
-        .sum();
-    assert_eq!(permits, 2, "the disconnected waiters took nothing");
-    // No ghost in the queue.
-    assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE api 1").unwrap(), 1);
-    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(
+        logged_permits(&mut con, "{api}:permits"),
+        2,
+        "the disconnected waiters took nothing"
+    );
+    no_waiter_left_behind(&mut con);
 }
 
 #[test]
@@ -977,38 +980,13 @@ fn flushall_fails_waiters_at_once() {
     // FLUSHALL deletes keys without per-key events; the module listens for the flush itself.
     let server = Server::start();
     let mut con = server.conn();
-    line::<i64>(&mut con, "RATELIMIT.SETRATE fl 1 600000").unwrap();
+    setrate(&mut con, "fl 1 600000");
     assert_eq!(try_acquire(&mut con, "fl", 1), None);
-    let mut waiter = server.conn();
-    waiter
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let handle = std::thread::spawn(move || {
-        let started = std::time::Instant::now();
-        let reply = line::<Option<i64>>(&mut waiter, "RATELIMIT.ACQUIRE fl");
-        (reply.map_err(|e| error_line(&e)), started.elapsed())
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !line::<String>(&mut con, "INFO clients")
-        .unwrap()
-        .contains("blocked_clients:1")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the waiter never blocked"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE fl");
     let _: String = line(&mut con, "FLUSHALL").unwrap();
-    let (reply, waited) = handle.join().unwrap();
-    assert_eq!(reply, Err("ERR RateLimiter is not initialized".to_string()));
-    assert!(
-        waited < std::time::Duration::from_secs(3),
-        "served after {waited:?}"
-    );
-    assert!(line::<String>(&mut con, "INFO clients")
-        .unwrap()
-        .contains("blocked_clients:0"));
+    let served = served_within(waiter, Duration::from_secs(3));
+    assert_eq!(served.reply, Reply::Error(NOT_INITIALIZED.to_string()));
+    wait_blocked(&mut con, 0);
 }
 
 #[test]
@@ -1019,36 +997,18 @@ fn a_timed_out_waiter_is_told_the_wait_behind_the_queue() {
     let server = Server::start();
     let mut con = server.conn();
     set_clock(&mut con, T0);
-    line::<i64>(&mut con, "RATELIMIT.SETRATE q 3 1000").unwrap();
+    setrate(&mut con, "q 3 1000");
     for _ in 0..3 {
         assert_eq!(try_acquire(&mut con, "q", 1), None);
         advance(&mut con, 100);
     }
-    let mut head = server.conn();
-    head.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let head = std::thread::spawn(move || line::<Option<i64>>(&mut head, "RATELIMIT.ACQUIRE q 2"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !line::<String>(&mut con, "INFO clients")
-        .unwrap()
-        .contains("blocked_clients:1")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the head never blocked"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let mut behind = server.conn();
-    behind
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let hint: Option<i64> = line(&mut behind, "RATELIMIT.ACQUIRE q 1 TIMEOUT 100").unwrap();
-    assert_eq!(hint, Some(900));
-    advance(&mut con, 900);
+    let head = park(&server, &mut con, "RATELIMIT.ACQUIRE q 2");
+    let behind = spawn(&server, "RATELIMIT.ACQUIRE q 1 TIMEOUT 100");
     assert_eq!(
-        head.join().unwrap().unwrap(),
-        None,
-        "the head is served at +1200"
+        served_within(behind, Duration::from_secs(3)).reply,
+        Reply::Wait(900)
     );
+    advance(&mut con, 900);
+    let head = served_within(head, Duration::from_secs(3));
+    assert_eq!(head.reply, Reply::Acquired, "the head is served at +1200");
 }

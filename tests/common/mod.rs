@@ -329,6 +329,14 @@ pub fn log_entries(con: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
         .expect("ZRANGE")
 }
 
+/// The permits logged in a permits zset, each member decoded.
+pub fn logged_permits(con: &mut Connection, key: &str) -> u32 {
+    log_entries(con, key)
+        .iter()
+        .map(|(member, _)| member_permits(member))
+        .sum()
+}
+
 /// The permits of one member, decoded as the keyspace contract says.
 pub fn member_permits(member: &[u8]) -> u32 {
     let len = member[0] as usize;
