@@ -504,3 +504,56 @@ fn a_refusal_with_nothing_to_refresh_replicates_nothing() {
         &snapshot(&mut replica.conn()),
     );
 }
+
+#[test]
+fn effects_made_inside_multi_and_scripts_replicate_to_a_plain_replica() {
+    // Inside MULTI/EXEC and from redis.call, the module's writes join the transaction's or the
+    // script's effects; a replica without the module must still end up identical.
+    let master = Server::start();
+    let plain = Server::start_replica(&master, false);
+    let mut con = master.conn();
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE tx 5 1000 KEEPALIVE 60000").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE pc 2 1000 PER_CLIENT").unwrap();
+    for round in 0..20 {
+        let replies: redis::Value = redis::pipe()
+            .atomic()
+            .cmd("RATELIMIT.TRYACQUIRE")
+            .arg("tx")
+            .arg(1 + round % 2)
+            .cmd("RATELIMIT.ACQUIRE")
+            .arg("pc")
+            .arg("CLIENT")
+            .arg("c1")
+            .cmd("RATELIMIT.RELEASE")
+            .arg("tx")
+            .arg(1)
+            .query(&mut con)
+            .unwrap();
+        assert!(
+            matches!(replies, redis::Value::Array(ref r) if r.len() == 3),
+            "{replies:?}"
+        );
+        let _: redis::Value = redis::cmd("EVAL")
+            .arg(
+                "local a = redis.call('RATELIMIT.TRYACQUIRE', KEYS[1], 2) \
+                 local b = redis.pcall('RATELIMIT.TRYACQUIRE', KEYS[2], 1, 'CLIENT', 'c2') \
+                 redis.call('RATELIMIT.EXPIRE', KEYS[1], 90000, 'GT') \
+                 return {a or -1, type(b) == 'table' and -2 or (b or -1)}",
+            )
+            .arg(2)
+            .arg("tx")
+            .arg("pc")
+            .query(&mut con)
+            .unwrap();
+        advance(&mut con, 150);
+    }
+    wait_replicas(&mut con, 1);
+    let on_master = snapshot(&mut con);
+    assert!(
+        on_master.len() >= 5,
+        "too little state to compare: {}",
+        on_master.len()
+    );
+    assert_eq!(snapshot(&mut plain.conn()), on_master);
+}
