@@ -6,6 +6,11 @@
 //! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `Limiter::try_acquire`
 //! for the head, so it is applied and replicated as effects exactly like a TRYACQUIRE.
 //!
+//! The server may pause writes (CLIENT PAUSE WRITE|ALL, FAILOVER, CLUSTER FAILOVER, SHUTDOWN
+//! waiting for replicas) while timers keep firing; a write then would abort the server. So a
+//! queue is served only while writes are allowed: during a pause its timer retries every
+//! [`PAUSED_RETRY_MS`], and a server that has become a replica fails its waiters instead.
+//!
 //! Every blocked client is unblocked exactly once: by a grant or an error, by its TIMEOUT timer,
 //! by CLIENT UNBLOCK (the timeout callback) or by its disconnection, whichever removes it from
 //! the queue first; the others find it gone and do nothing.
@@ -18,11 +23,14 @@ use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisStr
 
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::{self, Access};
 use crate::limiter::Outcome;
 use crate::queue::{self, QueueId, Removed, Request, TimerId, WaiterId};
 use crate::stats;
 use crate::store::{self, Limiter, Turn};
+
+/// How often a queue whose time has come checks whether a write pause has ended.
+const PAUSED_RETRY_MS: i64 = 10;
 
 /// What a blocked client is finally told.
 enum Served {
@@ -43,20 +51,24 @@ pub struct Acquire<'a> {
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.
 pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
     let now = clock::now_ms();
-    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    let wait =
-        match limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)? {
-            Outcome::Acquired => {
-                stats::add(&stats::ACQUIRED);
-                return Ok(RedisValue::Null);
-            }
-            Outcome::Wait(ms) => ms,
-        };
-    if ctx
+    // A transaction or a script cannot block: there ACQUIRE answers as TRYACQUIRE does.
+    let can_block = !ctx
         .get_flags()
-        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
-    {
-        // A transaction or a script cannot block: answer as TRYACQUIRE does.
+        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING);
+    let turn = if can_block {
+        Turn::Queueing
+    } else {
+        Turn::BehindWaiters
+    };
+    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let wait = match limiter.try_acquire(request.client, request.permits, now, turn)? {
+        Outcome::Acquired => {
+            stats::add(&stats::ACQUIRED);
+            return Ok(RedisValue::Null);
+        }
+        Outcome::Wait(ms) => ms,
+    };
+    if !can_block {
         stats::add(&stats::REFUSED);
         return Ok(RedisValue::Integer(wait));
     }
@@ -132,6 +144,13 @@ pub fn stop_all_timers(ctx: &Context) {
     }
 }
 
+/// Forgets everything a previous load of the module left in its statics: a module unloaded and
+/// loaded again may find its library still mapped, statics and all.
+pub fn reset() {
+    queue::reset();
+    SUBSCRIBED.store(false, Ordering::Relaxed);
+}
+
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
 /// ADVANCE, which nudges every queue, so no timer is set for a later moment.
 fn schedule(ctx: &Context, queue: QueueId, ms: i64) {
@@ -145,8 +164,25 @@ fn schedule(ctx: &Context, queue: QueueId, ms: i64) {
     }
 }
 
-/// Serves a queue from its head for as long as the head can be granted.
+/// Serves a queue from its head for as long as the head can be granted, if the server can
+/// write now.
 fn serve(ctx: &Context, queue: QueueId) {
+    if ctx.get_flags().contains(ContextFlags::SLAVE) {
+        // Only a master writes; a client blocked on a server that became a replica is told so.
+        while let Some(removed) = queue::head(queue).and_then(|head| take(ctx, head.waiter)) {
+            unblock(removed.bc, Served::Failed(READONLY.into()));
+        }
+        return;
+    }
+    if writes_paused() {
+        // Whatever is due is served once the pause ends.
+        if let Some(previous) =
+            queue::set_wake(queue, create_timer(ctx, PAUSED_RETRY_MS, wake, queue))
+        {
+            stop_timer(ctx, previous);
+        }
+        return;
+    }
     while let Some(head) = queue::head(queue) {
         select_db(ctx, head.db);
         let request = &head.request;
@@ -171,6 +207,17 @@ fn serve(ctx: &Context, queue: QueueId) {
             unblock(removed.bc, served);
         }
     }
+}
+
+/// The error a waiter gets when its server is no longer a master.
+const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// Whether the server pauses writes now (CLIENT PAUSE WRITE or ALL, FAILOVER, CLUSTER
+/// FAILOVER, SHUTDOWN waiting for replicas): the module API's documented signal that background
+/// work must not write, on every server this module supports.
+fn writes_paused() -> bool {
+    // SAFETY: AvoidReplicaTraffic takes no argument and only reads server state.
+    unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
 }
 
 /// Takes a waiter out of its queue and stops its timers. None if it was already gone.
@@ -329,7 +376,8 @@ unsafe extern "C" fn keyspace_event(
     _event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
-    if queue::is_empty() || key.is_null() {
+    // The module's own writes free nothing it does not already know of.
+    if queue::is_empty() || key.is_null() || key::is_own_event() {
         return raw::REDISMODULE_OK as c_int;
     }
     let context = Context::new(ctx);
@@ -340,10 +388,12 @@ unsafe extern "C" fn keyspace_event(
     raw::REDISMODULE_OK as c_int
 }
 
+/// Whether this load of the module has subscribed to keyspace and server events.
+static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+
 /// Subscribes to keyspace events the first time a client blocks, so a server that never uses
 /// ACQUIRE pays nothing for them.
 fn watch_keyspace(ctx: &Context) {
-    static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
     if SUBSCRIBED.swap(true, Ordering::Relaxed) {
         return;
     }
@@ -365,6 +415,12 @@ fn watch_keyspace(ctx: &Context) {
                 dataver: 1,
             };
             subscribe(ctx.ctx, flush, Some(flushed));
+            // SWAPDB exchanges whole databases without a per-key event.
+            let swap = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_SWAPDB,
+                dataver: 1,
+            };
+            subscribe(ctx.ctx, swap, Some(swapped));
         }
     }
 }
@@ -379,6 +435,16 @@ unsafe extern "C" fn flushed(
     if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
         nudge_all(&Context::new(ctx));
     }
+}
+
+/// A SWAPDB: the waiters of both databases may find another limiter, or none, under their name.
+unsafe extern "C" fn swapped(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    nudge_all(&Context::new(ctx));
 }
 
 fn select_db(ctx: &Context, db: i32) {

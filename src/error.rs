@@ -122,18 +122,27 @@ impl From<Error> for RedisError {
     }
 }
 
+/// How many bytes of a name an error line shows: a huge key name or client id never makes a
+/// huge reply.
+pub const SHOWN_BYTES: usize = 256;
+
 /// Shows a binary key name in an error line: printable ASCII as is, anything else as `\xNN`,
-/// so an error can never carry CR, LF or NUL into the protocol.
+/// so an error can never carry CR, LF or NUL into the protocol; at most [`SHOWN_BYTES`] of it,
+/// then a marker saying how much was cut.
 pub struct Printable<'a>(pub &'a [u8]);
 
 impl fmt::Display for Printable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for &b in self.0 {
+        let (shown, cut) = self.0.split_at(self.0.len().min(SHOWN_BYTES));
+        for &b in shown {
             if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'\'' {
                 write!(f, "{}", b as char)?;
             } else {
                 write!(f, "\\x{b:02x}")?;
             }
+        }
+        if !cut.is_empty() {
+            write!(f, "...({} more bytes)", cut.len())?;
         }
         Ok(())
     }
@@ -147,6 +156,15 @@ mod tests {
     fn printable_escapes_control_and_binary_bytes() {
         let shown = Printable(b"a\r\n\x00\xff'b").to_string();
         assert_eq!(shown, "a\\x0d\\x0a\\x00\\xff\\x27b");
+    }
+
+    #[test]
+    fn printable_cuts_long_names() {
+        let shown = Printable(&[b'a'; 1000]).to_string();
+        assert_eq!(shown, format!("{}...(744 more bytes)", "a".repeat(256)));
+        let shown = Printable(&[0u8; 300]).to_string();
+        assert_eq!(shown.len(), 256 * 4 + "...(44 more bytes)".len());
+        assert_eq!(Printable(&[b'x'; 256]).to_string(), "x".repeat(256));
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! An open Redis key with the typed operations the limiter needs, safe over the raw module API.
 //!
 //! Every write method also replicates its effect as a plain Redis command (`SET`, `HSET`, `ZADD`,
-//! `ZREMRANGEBYSCORE`, `PEXPIREAT`, `DEL` ...). Writing through this type is the only way the
-//! module writes, so no write can reach the dataset without reaching replicas and the AOF, and
-//! replicas never re-run the time- and random-dependent logic.
+//! `ZREMRANGEBYSCORE`, `PEXPIREAT`, `UNLINK` ...) and fires the keyspace event that command fires.
+//! Writing through this type is the only way the module writes, so no write can reach the
+//! dataset without reaching replicas and the AOF, replicas never re-run the time- and
+//! random-dependent logic, and keyspace-event consumers see what they would see for Redisson's
+//! scripts (or on a replica applying the effects).
 
 use std::ffi::CStr;
 use std::ops::ControlFlow;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use redis_module::{raw, Context, RedisString};
@@ -102,22 +105,33 @@ impl<'c> Key<'c> {
         Some(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
     }
 
-    /// Stores a string value in place, keeping the key's TTL. Replicated as `SET key v KEEPTTL`.
-    pub fn set_string(&self, value: &[u8]) {
+    /// Stores a string value in place, keeping the key's TTL. Replicated as `SET key v KEEPTTL`,
+    /// only once the value is really stored.
+    pub fn set_string(&self, value: &[u8]) -> bool {
         // SAFETY: key opened for writing; truncate creates or resizes the string, DMA gives
-        // `value.len()` writable bytes.
-        unsafe {
-            let _ = call(raw::RedisModule_StringTruncate, |f| {
+        // `value.len()` writable bytes, which are written only when it gives exactly that many.
+        let stored = unsafe {
+            let truncated = call(raw::RedisModule_StringTruncate, |f| {
                 f(self.ptr, value.len())
             });
             let mut len: usize = 0;
-            if let Some(buf) = call(raw::RedisModule_StringDMA, |f| {
+            let buf = call(raw::RedisModule_StringDMA, |f| {
                 f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
-            }) {
-                if !buf.is_null() && len == value.len() {
+            });
+            match buf {
+                Some(buf)
+                    if truncated == Some(raw::REDISMODULE_OK as c_int)
+                        && !buf.is_null()
+                        && len == value.len() =>
+                {
                     ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), len);
+                    true
                 }
+                _ => false,
             }
+        };
+        if !stored {
+            return false;
         }
         // SAFETY: format "sbc" = key, (buffer, length), C string.
         unsafe {
@@ -133,6 +147,8 @@ impl<'c> Key<'c> {
                 );
             }
         }
+        self.notify(raw::REDISMODULE_NOTIFY_STRING, c"set");
+        true
     }
 
     /// Several hash fields in one call (absent fields are None). Field names are RedisModule
@@ -165,16 +181,15 @@ impl<'c> Key<'c> {
         out.map(|p| (!p.is_null()).then(|| RedisString::from_redis_module_string(self.ctx.ctx, p)))
     }
 
-    /// Sets hash fields. Replicated as one `HSET key f v [f v ...]`.
+    /// Sets hash fields. Replicated as one `HSET key f v [f v ...]` of the fields really set.
     pub fn hash_set(&self, fields: &[(&CStr, &[u8])]) {
-        if fields.is_empty() {
-            return;
-        }
         let mut args: Vec<&[u8]> = Vec::with_capacity(fields.len() * 2);
         for &(field, bytes) in fields {
             let value = RedisString::create_from_slice(self.ctx.ctx, bytes);
-            // SAFETY: variadic HashSet with a C-string field and a RedisModuleString value.
-            unsafe {
+            // SAFETY: variadic HashSet with a C-string field and a RedisModuleString value;
+            // it returns the number of fields updated or inserted, 0 on failure (which a key
+            // opened for writing with a hash or nothing in it never gives).
+            let set = unsafe {
                 call(raw::RedisModule_HashSet, |f| {
                     f(
                         self.ptr,
@@ -183,12 +198,17 @@ impl<'c> Key<'c> {
                         value.inner,
                         ptr::null_mut::<c_void>(),
                     )
-                });
+                })
+            };
+            if set.is_some() && self.kind() == Kind::Hash {
+                args.push(field.to_bytes());
+                args.push(bytes);
             }
-            args.push(field.to_bytes());
-            args.push(bytes);
         }
-        self.replicate("HSET", &args);
+        if !args.is_empty() {
+            self.replicate("HSET", &args);
+            self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset");
+        }
     }
 
     /// Visits `(score, member)` pairs of a zset in a score span. Empty or missing: no visits.
@@ -282,24 +302,62 @@ impl<'c> Key<'c> {
                     );
                 }
             }
+            self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
         }
         added
     }
 
     /// Removes one member. Replicated as `ZREM key member`.
     pub fn zrem(&self, member: &[u8]) -> bool {
-        let element = RedisString::create_from_slice(self.ctx.ctx, member);
+        if !self.remove_member(&RedisString::create_from_slice(self.ctx.ctx, member)) {
+            return false;
+        }
+        self.replicate("ZREM", &[member]);
+        self.notify_removed(c"zrem");
+        true
+    }
+
+    /// Removes the `count` members of highest rank: the newest entries. Replicated as one
+    /// `ZREMRANGEBYRANK key -count -1`, however many they are.
+    pub fn zrem_newest(&self, count: usize) -> usize {
+        let mut newest: Vec<RedisString> = Vec::with_capacity(count);
+        if count > 0 {
+            let _ = self.zscan::<()>(Span::Everything, Order::NewestFirst, |_, member| {
+                newest.push(RedisString::create_from_slice(self.ctx.ctx, member));
+                Ok(if newest.len() < count {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                })
+            });
+        }
+        let removed = newest.iter().filter(|m| self.remove_member(m)).count();
+        if removed > 0 {
+            let from = format!("-{removed}");
+            self.replicate("ZREMRANGEBYRANK", &[from.as_bytes(), b"-1"]);
+            self.notify_removed(c"zremrangebyrank");
+        }
+        removed
+    }
+
+    fn remove_member(&self, element: &RedisString) -> bool {
         let mut deleted: c_int = 0;
-        // SAFETY: key opened for writing.
+        // SAFETY: key opened for writing; no range iterator is active on it here.
         unsafe {
             call(raw::RedisModule_ZsetRem, |f| {
                 f(self.ptr, element.inner, &mut deleted)
             })
         };
-        if deleted != 0 {
-            self.replicate("ZREM", &[member]);
-        }
         deleted != 0
+    }
+
+    /// The events of a removal from a zset: the command's own, then `del` if the zset emptied
+    /// (the module API deletes an emptied zset, as ZREM does).
+    fn notify_removed(&self, event: &CStr) {
+        self.notify(raw::REDISMODULE_NOTIFY_ZSET, event);
+        if !self.exists() {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        }
     }
 
     /// Removes every member scored at or below `cutoff`: one range scan collects them, then
@@ -311,17 +369,7 @@ impl<'c> Key<'c> {
             expired.push(RedisString::create_from_slice(self.ctx.ctx, member));
             Ok(ControlFlow::Continue(()))
         });
-        let mut removed = 0;
-        for element in &expired {
-            let mut deleted: c_int = 0;
-            // SAFETY: key opened for writing; no iterator is active any more.
-            unsafe {
-                call(raw::RedisModule_ZsetRem, |f| {
-                    f(self.ptr, element.inner, &mut deleted)
-                })
-            };
-            removed += usize::from(deleted != 0);
-        }
+        let removed = expired.iter().filter(|m| self.remove_member(m)).count();
         if removed > 0 {
             // SAFETY: format "scl" = key, C string, long long.
             unsafe {
@@ -336,6 +384,7 @@ impl<'c> Key<'c> {
                     );
                 }
             }
+            self.notify_removed(c"zremrangebyscore");
         }
         removed
     }
@@ -366,6 +415,7 @@ impl<'c> Key<'c> {
         if ok {
             if let Some(at) = self.expires_at() {
                 self.replicate_with_number(c"PEXPIREAT", at);
+                self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
             }
         }
         ok
@@ -381,6 +431,7 @@ impl<'c> Key<'c> {
             == Some(raw::REDISMODULE_OK as c_int);
         if ok {
             self.replicate_with_number(c"PEXPIREAT", at);
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
         ok
     }
@@ -398,22 +449,43 @@ impl<'c> Key<'c> {
         } == Some(raw::REDISMODULE_OK as c_int);
         if ok {
             self.replicate("PERSIST", &[]);
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"persist");
         }
         ok
     }
 
-    /// Deletes the key. Replicated as `DEL`. False if it did not exist.
+    /// Deletes the key the way UNLINK does: a large value is freed in the background, so even
+    /// a log of a million entries goes in O(1). Replicated as `UNLINK`. False if it did not exist.
     pub fn delete(&self) -> bool {
         if !self.exists() {
             return false;
         }
-        // SAFETY: key opened for writing.
-        let ok = unsafe { call(raw::RedisModule_DeleteKey, |f| f(self.ptr)) }
-            == Some(raw::REDISMODULE_OK as c_int);
+        // SAFETY: key opened for writing; UnlinkKey exists since Redis 4.0.7, DeleteKey always.
+        let ok = unsafe {
+            match raw::RedisModule_UnlinkKey {
+                Some(unlink) => unlink(self.ptr),
+                None => call(raw::RedisModule_DeleteKey, |f| f(self.ptr))
+                    .unwrap_or(raw::REDISMODULE_ERR as c_int),
+            }
+        } == raw::REDISMODULE_OK as c_int;
         if ok {
-            self.replicate("DEL", &[]);
+            self.replicate("UNLINK", &[]);
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
         }
         ok
+    }
+
+    /// Fires the keyspace event the equivalent Redis command fires on this key. The module's
+    /// own subscriber ignores these (see [`is_own_event`]): its writes never wake itself.
+    fn notify(&self, class: c_int, event: &CStr) {
+        OWN_EVENT.store(true, Ordering::Relaxed);
+        // SAFETY: a command or timer context, a static event name and the key's name string.
+        unsafe {
+            call(raw::RedisModule_NotifyKeyspaceEvent, |f| {
+                f(self.ctx.ctx, class, event.as_ptr(), self.name.inner)
+            });
+        }
+        OWN_EVENT.store(false, Ordering::Relaxed);
     }
 
     /// Replicates `command key args...` with byte-string arguments (used by the rarer writes).
@@ -440,6 +512,14 @@ impl<'c> Key<'c> {
             }
         }
     }
+}
+
+/// Set while the module fires a keyspace event of its own (subscribers run synchronously).
+static OWN_EVENT: AtomicBool = AtomicBool::new(false);
+
+/// Whether the keyspace event being delivered was fired by the module's own write.
+pub fn is_own_event() -> bool {
+    OWN_EVENT.load(Ordering::Relaxed)
 }
 
 /// A hash field name as a RedisModule string created once and kept for the life of the process.
@@ -491,6 +571,8 @@ fn bounds(span: Span) -> (f64, f64, c_int, c_int) {
     match span {
         Span::UpTo(cutoff) => (f64::NEG_INFINITY, cutoff as f64, 0, 0),
         Span::After(cutoff) => (cutoff as f64, f64::INFINITY, 1, 0),
+        Span::Between(low, high) => (low as f64, high as f64, 1, 0),
+        Span::Everything => (f64::NEG_INFINITY, f64::INFINITY, 0, 0),
     }
 }
 

@@ -75,6 +75,10 @@ impl LoadOptions {
 }
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
+    stats::reset();
+    blocking::reset();
+    clock::unfreeze();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {
         Ok(options) => options,

@@ -37,13 +37,17 @@ pub struct Entry {
     pub permits: u32,
 }
 
-/// Which part of the log to visit, relative to a cutoff `now - interval`.
+/// Which part of the log to visit, relative to cutoffs such as `now - interval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Span {
     /// Expired entries: score <= cutoff.
     UpTo(i64),
     /// Entries still counting: score > cutoff.
     After(i64),
+    /// Entries with `low < score <= high`.
+    Between(i64, i64),
+    /// Every entry.
+    Everything,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +71,9 @@ pub trait PermitLog {
         order: Order,
         visit: &mut dyn FnMut(Entry) -> ControlFlow<()>,
     ) -> Result<(), Self::Error>;
+
+    /// The score of the newest entry in `span`, without decoding its permits.
+    fn newest_score(&self, span: Span) -> Result<Option<i64>, Self::Error>;
 }
 
 /// The result of an acquisition attempt.
@@ -77,22 +84,37 @@ pub enum Outcome {
     Wait(i64),
 }
 
+/// What to remove from the log before anything else is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prune {
+    Nothing,
+    /// Every entry scored at or below this.
+    UpTo(i64),
+    /// The whole log: every entry has expired (or is released), so the key is dropped in O(1)
+    /// instead of removing a possibly huge backlog member by member.
+    All,
+}
+
 /// The writes an acquisition makes: prune, then append, then store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acquire {
     pub outcome: Outcome,
-    /// Remove every entry scored at or below this.
-    pub prune_up_to: Option<i64>,
+    pub prune: Prune,
     pub append: Option<Entry>,
     /// The new value, when it differs from what is stored.
     pub value: Option<i64>,
+    /// Permits a new request could take right after this plan is applied (may be negative while
+    /// a lowered rate is paid off).
+    pub available_after: i64,
+    /// Milliseconds until every permit logged after this plan has expired; 0 if none is.
+    pub reset_after: i64,
 }
 
 /// The writes a release makes: prune, remove the newest entries, shrink the next one, store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Release {
     pub released: i64,
-    pub prune_up_to: Option<i64>,
+    pub prune: Prune,
     /// How many of the newest (live) entries to remove whole.
     pub remove_newest: usize,
     /// After those removals, the newest entry keeps only this many permits.
@@ -103,24 +125,36 @@ pub struct Release {
 /// The writes of a reconfiguration that keeps the state (SETRATE KEEPSTATE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeepState {
-    pub prune_up_to: Option<i64>,
+    pub prune: Prune,
+    /// The new rate less the permits still logged: negative when the window already holds more
+    /// than a lowered rate. That debt is paid as entries expire, so nothing is granted until
+    /// the window holds less than the new rate.
     pub value: i64,
 }
 
 /// The state at `now`, before any write.
 struct Refreshed {
     cutoff: i64,
-    /// Whether any entry has expired and should be pruned.
-    prune: bool,
-    /// Permits available now, as the stored value says once expired entries are added back.
-    /// May be negative if someone stored a negative value.
+    prune: Prune,
+    /// Permits available now: the stored value once expired entries are added back, or the
+    /// rate less the permits logged. Negative while a lowered rate's debt is paid off.
     available: i64,
+    /// The newest entry still counting, if any.
+    newest_live: Option<i64>,
+}
+
+impl Refreshed {
+    /// Permits the live entries hold, as the value accounts for them.
+    fn live(&self, config: &Config) -> i64 {
+        config.rate.saturating_sub(self.available)
+    }
 }
 
 /// Steps 1-2 of an acquisition: add expired permits back to the value, or derive the value from
 /// the log when it is missing or would exceed the rate. And one rule the log makes cheap: when it
 /// holds no live entry, no permit is in use, so the whole rate is available whatever a stale
-/// value says (a value lowered by hand, or one whose log was deleted, can never stick).
+/// value says (a value lowered by hand, or one whose log was deleted, can never stick), and a
+/// log of nothing but expired entries is dropped whole, in O(1), however long it is.
 fn refresh<L: PermitLog>(
     config: &Config,
     stored: Option<i64>,
@@ -128,10 +162,24 @@ fn refresh<L: PermitLog>(
     now: i64,
 ) -> Result<Refreshed, L::Error> {
     let cutoff = now.saturating_sub(config.interval);
+    let newest_live = newest(log, Span::After(cutoff))?;
+    if newest_live.is_none() {
+        let prune = if log.entry_count()? > 0 {
+            Prune::All
+        } else {
+            Prune::Nothing
+        };
+        return Ok(Refreshed {
+            cutoff,
+            prune,
+            available: config.rate,
+            newest_live,
+        });
+    }
     let (expired_entries, expired_permits) = sum(log, Span::UpTo(cutoff))?;
     let from_log = || -> Result<i64, L::Error> {
         let (_, live) = sum(log, Span::After(cutoff))?;
-        Ok(config.rate.saturating_sub(live).max(0))
+        Ok(config.rate.saturating_sub(live))
     };
     let available = match stored {
         None => from_log()?,
@@ -139,8 +187,6 @@ fn refresh<L: PermitLog>(
             let refilled = value.saturating_add(expired_permits);
             if refilled > config.rate {
                 from_log()?
-            } else if refilled < config.rate && log.entry_count()? <= expired_entries {
-                config.rate.max(0)
             } else {
                 refilled
             }
@@ -148,8 +194,13 @@ fn refresh<L: PermitLog>(
     };
     Ok(Refreshed {
         cutoff,
-        prune: expired_entries > 0,
+        prune: if expired_entries > 0 {
+            Prune::UpTo(cutoff)
+        } else {
+            Prune::Nothing
+        },
         available,
+        newest_live,
     })
 }
 
@@ -164,33 +215,35 @@ pub fn try_acquire<L: PermitLog>(
     let state = refresh(config, stored, log, now)?;
     let wanted = i64::from(permits);
     let available = state.available;
-    let wait = if available >= wanted {
-        None
-    } else {
-        // Live entries that can never cover the request (the value was lowered by hand): the
-        // request fits once the log is empty, when the rate is available again.
-        let hint = wait_until_free(log, state.cutoff, available, wanted, now, config.interval)?;
-        Some(match hint {
-            Some(ms) => ms,
-            None => wait_until_empty(log, state.cutoff, now, config.interval)?,
-        })
-    };
-    let (outcome, append, value) = match wait {
-        None => (
-            Outcome::Acquired,
-            Some(Entry {
+    if available >= wanted {
+        let newest = state.newest_live.map_or(now, |t| t.max(now));
+        return Ok(Acquire {
+            outcome: Outcome::Acquired,
+            prune: state.prune,
+            append: Some(Entry {
                 score: now,
                 permits,
             }),
-            available - wanted,
-        ),
-        Some(ms) => (Outcome::Wait(ms), None, available),
+            value: value_to_write(stored, available - wanted, true),
+            available_after: available - wanted,
+            reset_after: free_in(newest, now, config.interval),
+        });
+    }
+    // Live entries that can never cover the request (the value was lowered by hand): the
+    // request fits once the log is empty, when the rate is available again.
+    let wait = match wait_until_free(log, config, &state, wanted, now)? {
+        Some(ms) => ms,
+        None => wait_until_empty(&state, now, config.interval),
     };
     Ok(Acquire {
-        outcome,
-        prune_up_to: state.prune.then_some(state.cutoff),
-        append,
-        value: value_to_write(stored, value, outcome == Outcome::Acquired),
+        outcome: Outcome::Wait(wait),
+        prune: state.prune,
+        append: None,
+        value: value_to_write(stored, available, false),
+        available_after: available,
+        reset_after: state
+            .newest_live
+            .map_or(0, |t| free_in(t, now, config.interval)),
     })
 }
 
@@ -207,7 +260,7 @@ pub fn available<L: PermitLog>(
 
 /// Gives back up to `permits` by removing the newest live entries (splitting the last one if
 /// needed), so released permits are not counted twice, and raises the value by as many, capped
-/// at the rate.
+/// at the rate. Releasing at least everything logged drops the log whole, in O(1).
 pub fn release<L: PermitLog>(
     config: &Config,
     stored: Option<i64>,
@@ -216,34 +269,46 @@ pub fn release<L: PermitLog>(
     permits: u32,
 ) -> Result<Release, L::Error> {
     let state = refresh(config, stored, log, now)?;
+    let live = state.live(config);
+    if state.newest_live.is_some() && live > 0 && i64::from(permits) >= live {
+        return Ok(Release {
+            released: live,
+            prune: Prune::All,
+            remove_newest: 0,
+            shrink_newest_to: None,
+            value: value_to_write(stored, config.rate, true),
+        });
+    }
     let mut remaining = permits;
     let mut remove_newest = 0;
     let mut shrink_newest_to = None;
-    log.scan(
-        Span::After(state.cutoff),
-        Order::NewestFirst,
-        &mut |entry| {
-            if entry.permits <= remaining {
-                remove_newest += 1;
-                remaining -= entry.permits;
-                // Stop as soon as enough is released: older entries are not even decoded.
-                if remaining == 0 {
-                    ControlFlow::Break(())
+    if state.newest_live.is_some() {
+        log.scan(
+            Span::After(state.cutoff),
+            Order::NewestFirst,
+            &mut |entry| {
+                if entry.permits <= remaining {
+                    remove_newest += 1;
+                    remaining -= entry.permits;
+                    // Stop as soon as enough is released: older entries are not even decoded.
+                    if remaining == 0 {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
                 } else {
-                    ControlFlow::Continue(())
+                    shrink_newest_to = Some(entry.permits - remaining);
+                    remaining = 0;
+                    ControlFlow::Break(())
                 }
-            } else {
-                shrink_newest_to = Some(entry.permits - remaining);
-                remaining = 0;
-                ControlFlow::Break(())
-            }
-        },
-    )?;
+            },
+        )?;
+    }
     let released = i64::from(permits - remaining);
     let value = state.available.saturating_add(released).min(config.rate);
     Ok(Release {
         released,
-        prune_up_to: state.prune.then_some(state.cutoff),
+        prune: state.prune,
         remove_newest,
         shrink_newest_to,
         value: value_to_write(stored, value, released > 0),
@@ -251,19 +316,46 @@ pub fn release<L: PermitLog>(
 }
 
 /// Reconfiguring with KEEPSTATE: prune what the new interval expires, and set the value to what
-/// the new rate leaves after the permits still logged.
+/// the new rate leaves after the permits still logged, a debt (negative) if they exceed it.
+///
+/// With the previous configuration readable, the permits logged are read off the value (the
+/// old rate less what is available, once refreshed), corrected by the entries between the old
+/// and the new cutoff: O(entries between the cutoffs), never the whole log. Without it (the hash
+/// is missing or unreadable) the log is summed, a repair of state left behind.
 pub fn keep_state<L: PermitLog>(
+    previous: Option<(&Config, Option<i64>)>,
     rate: i64,
     interval: i64,
     log: &L,
     now: i64,
 ) -> Result<KeepState, L::Error> {
     let cutoff = now.saturating_sub(interval);
-    let (expired_entries, _) = sum(log, Span::UpTo(cutoff))?;
-    let (_, live) = sum(log, Span::After(cutoff))?;
+    let live = match previous {
+        Some((old, stored)) => {
+            let state = refresh(old, stored, log, now)?;
+            let live = state.live(old);
+            if cutoff > state.cutoff {
+                live.saturating_sub(sum(log, Span::Between(state.cutoff, cutoff))?.1)
+            } else if cutoff < state.cutoff {
+                live.saturating_add(sum(log, Span::Between(cutoff, state.cutoff))?.1)
+            } else {
+                live
+            }
+        }
+        None => sum(log, Span::After(cutoff))?.1,
+    };
+    let prune = if log.entry_count()? == 0 {
+        Prune::Nothing
+    } else if newest(log, Span::After(cutoff))?.is_none() {
+        Prune::All
+    } else if newest(log, Span::UpTo(cutoff))?.is_some() {
+        Prune::UpTo(cutoff)
+    } else {
+        Prune::Nothing
+    };
     Ok(KeepState {
-        prune_up_to: (expired_entries > 0).then_some(cutoff),
-        value: rate.saturating_sub(live).max(0),
+        prune,
+        value: rate.saturating_sub(live),
     })
 }
 
@@ -277,47 +369,88 @@ fn value_to_write(stored: Option<i64>, value: i64, state_changed: bool) -> Optio
     }
 }
 
-/// The wait until the oldest live entries whose permits, added to `available`, reach `wanted`
-/// expire; `None` if all live entries together are not enough.
+/// The wait until the oldest live entries whose permits, added to what is available, cover
+/// `wanted`; `None` if all live entries together are not enough.
+///
+/// The live entries hold `live` permits (the rate less what is available), so the entry that
+/// frees the request is found from either end: from the oldest, summing up to the `need`
+/// permits missing; or from the newest, summing the `live - need` permits that stay logged
+/// after it. The walk starts from the end with fewer permits to sum: a refusal for the whole
+/// rate reads only the newest entry.
 fn wait_until_free<L: PermitLog>(
     log: &L,
-    cutoff: i64,
-    available: i64,
+    config: &Config,
+    state: &Refreshed,
     wanted: i64,
     now: i64,
-    interval: i64,
 ) -> Result<Option<i64>, L::Error> {
-    let mut freed = available;
-    let mut wait = None;
+    let need = wanted.saturating_sub(state.available);
+    let live = state.live(config);
+    let keep = live.saturating_sub(need);
+    if keep >= need {
+        return Ok(
+            oldest_covering(log, state.cutoff, need)?.map(|t| free_in(t, now, config.interval))
+        );
+    }
+    if keep < 0 {
+        // Even every live permit would not be enough.
+        return Ok(None);
+    }
+    // From the newest: the oldest entry with at most `keep` permits logged after it.
+    let (mut free_at, mut newer, mut walked_all) = (None, 0i64, true);
+    log.scan(
+        Span::After(state.cutoff),
+        Order::NewestFirst,
+        &mut |entry| {
+            if newer > keep {
+                walked_all = false;
+                return ControlFlow::Break(());
+            }
+            free_at = Some(entry.score);
+            newer = newer.saturating_add(i64::from(entry.permits));
+            ControlFlow::Continue(())
+        },
+    )?;
+    if walked_all && newer != live {
+        // The value disagrees with the log (it was changed by hand): the log decides, as in
+        // any repair, and the whole log has just been read anyway.
+        free_at = oldest_covering(log, state.cutoff, need)?;
+    }
+    Ok(free_at.map(|t| free_in(t, now, config.interval)))
+}
+
+/// The score of the oldest live entry at which the live permits, summed from the oldest,
+/// reach `need`; `None` if they never do.
+fn oldest_covering<L: PermitLog>(log: &L, cutoff: i64, need: i64) -> Result<Option<i64>, L::Error> {
+    let (mut freed, mut at) = (0i64, None);
     log.scan(Span::After(cutoff), Order::OldestFirst, &mut |entry| {
         freed = freed.saturating_add(i64::from(entry.permits));
-        if freed >= wanted {
-            let free_at = entry.score.saturating_add(interval);
-            wait = Some(free_at.saturating_sub(now).max(1));
+        if freed >= need {
+            at = Some(entry.score);
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
         }
     })?;
-    Ok(wait)
+    Ok(at)
 }
 
 /// The wait until every live entry has expired (at least 1; the interval for an empty log).
-fn wait_until_empty<L: PermitLog>(
-    log: &L,
-    cutoff: i64,
-    now: i64,
-    interval: i64,
-) -> Result<i64, L::Error> {
-    let mut newest = None;
-    log.scan(Span::After(cutoff), Order::NewestFirst, &mut |entry| {
-        newest = Some(entry.score);
-        ControlFlow::Break(())
-    })?;
-    Ok(match newest {
-        Some(score) => score.saturating_add(interval).saturating_sub(now).max(1),
+fn wait_until_empty(state: &Refreshed, now: i64, interval: i64) -> i64 {
+    match state.newest_live {
+        Some(score) => free_in(score, now, interval),
         None => interval.max(1),
-    })
+    }
+}
+
+/// Milliseconds from `now` until an entry scored `score` is free again; at least 1.
+fn free_in(score: i64, now: i64, interval: i64) -> i64 {
+    score.saturating_add(interval).saturating_sub(now).max(1)
+}
+
+/// The score of the newest entry in a span.
+fn newest<L: PermitLog>(log: &L, span: Span) -> Result<Option<i64>, L::Error> {
+    log.newest_score(span)
 }
 
 /// (entries, permits) in a span.
@@ -336,9 +469,10 @@ mod tests {
     use super::*;
     use std::convert::Infallible;
 
-    /// An in-memory log, kept sorted by score (ties in insertion order).
+    /// An in-memory log, kept sorted by score (ties in insertion order), counting the entries
+    /// each scan reads.
     #[derive(Default)]
-    struct MemLog(Vec<Entry>);
+    struct MemLog(Vec<Entry>, std::cell::Cell<usize>);
 
     impl MemLog {
         fn with(entries: &[(i64, u32)]) -> Self {
@@ -354,15 +488,24 @@ mod tests {
         }
         /// Applies an acquisition plan, as the store does.
         fn apply(&mut self, plan: &Acquire, value: &mut Option<i64>) {
-            if let Some(cutoff) = plan.prune_up_to {
-                self.0.retain(|e| e.score > cutoff);
-            }
+            self.prune(plan.prune);
             if let Some(e) = plan.append {
                 self.push(e.score, e.permits);
             }
             if let Some(v) = plan.value {
                 *value = Some(v);
             }
+        }
+        fn prune(&mut self, prune: Prune) {
+            match prune {
+                Prune::Nothing => {}
+                Prune::UpTo(cutoff) => self.0.retain(|e| e.score > cutoff),
+                Prune::All => self.0.clear(),
+            }
+        }
+        /// Entries read by scans since the last call.
+        fn reads(&self) -> usize {
+            self.1.replace(0)
         }
         fn live(&self, now: i64, interval: i64) -> i64 {
             self.0
@@ -387,17 +530,28 @@ mod tests {
             let in_span = |e: &&Entry| match span {
                 Span::UpTo(t) => e.score <= t,
                 Span::After(t) => e.score > t,
+                Span::Between(low, high) => e.score > low && e.score <= high,
+                Span::Everything => true,
             };
             let mut entries: Vec<&Entry> = self.0.iter().filter(in_span).collect();
             if order == Order::NewestFirst {
                 entries.reverse();
             }
             for e in entries {
+                self.1.set(self.1.get() + 1);
                 if visit(*e).is_break() {
                     break;
                 }
             }
             Ok(())
+        }
+        fn newest_score(&self, span: Span) -> Result<Option<i64>, Infallible> {
+            let mut newest = None;
+            self.scan(span, Order::NewestFirst, &mut |entry| {
+                newest = Some(entry.score);
+                ControlFlow::Break(())
+            })?;
+            Ok(newest)
         }
     }
 
@@ -430,7 +584,7 @@ mod tests {
                 permits: 3
             })
         );
-        assert_eq!(plan.prune_up_to, None);
+        assert_eq!(plan.prune, Prune::Nothing);
     }
 
     #[test]
@@ -439,14 +593,18 @@ mod tests {
         let log = MemLog::with(&[(0, 1)]);
         let before = acquire(&cfg, Some(0), &log, 999, 1);
         assert_eq!(before.outcome, Outcome::Wait(1));
-        assert_eq!(before.prune_up_to, None);
+        assert_eq!(before.prune, Prune::Nothing);
         assert_eq!(
             before.value, None,
             "a refusal with nothing expired writes nothing"
         );
         let at = acquire(&cfg, Some(0), &log, 1000, 1);
         assert_eq!(at.outcome, Outcome::Acquired);
-        assert_eq!(at.prune_up_to, Some(0));
+        assert_eq!(
+            at.prune,
+            Prune::All,
+            "nothing live is left: the log goes whole"
+        );
         assert_eq!(
             at.value, None,
             "0 + 1 released - 1 taken leaves the value unchanged"
@@ -471,7 +629,7 @@ mod tests {
         let log = MemLog::with(&[(0, 3), (600, 2)]);
         let plan = acquire(&cfg, Some(0), &log, 1000, 3);
         assert_eq!(plan.outcome, Outcome::Acquired);
-        assert_eq!(plan.prune_up_to, Some(0));
+        assert_eq!(plan.prune, Prune::UpTo(0));
         assert_eq!(
             plan.value, None,
             "0 + 3 expired - 3 taken: unchanged, not rewritten"
@@ -484,7 +642,7 @@ mod tests {
         let log = MemLog::with(&[(0, 1), (600, 4)]);
         let plan = acquire(&cfg, Some(0), &log, 1000, 3);
         assert_eq!(plan.outcome, Outcome::Wait(600));
-        assert_eq!(plan.prune_up_to, Some(0));
+        assert_eq!(plan.prune, Prune::UpTo(0));
         assert_eq!(plan.value, Some(1));
         assert_eq!(plan.append, None);
     }
@@ -496,7 +654,7 @@ mod tests {
         // At 1100 the entry at 100 is expired; 3 are still logged, so 2 are available.
         let plan = acquire(&cfg, None, &log, 1100, 2);
         assert_eq!(plan.outcome, Outcome::Acquired);
-        assert_eq!(plan.prune_up_to, Some(100));
+        assert_eq!(plan.prune, Prune::UpTo(100));
         assert_eq!(plan.value, Some(0));
         let refused = acquire(&cfg, None, &log, 1100, 3);
         assert_eq!(refused.outcome, Outcome::Wait(800));
@@ -526,7 +684,7 @@ mod tests {
         // The same once the last entry expires, whatever the value says.
         let plan = acquire(&cfg, Some(-7), &MemLog::with(&[(0, 1)]), 1000, 5);
         assert_eq!(plan.outcome, Outcome::Acquired);
-        assert_eq!(plan.prune_up_to, Some(0));
+        assert_eq!(plan.prune, Prune::All);
         assert_eq!(plan.value, Some(0));
         assert_eq!(available(&cfg, Some(1), &MemLog::default(), 1000), Ok(5));
     }
@@ -597,7 +755,7 @@ mod tests {
             if let Outcome::Wait(ms) = plan.outcome {
                 assert!(ms >= 1);
                 // The hint is exact: at now + ms the same request would succeed.
-                let mut probe = MemLog(log.0.clone());
+                let mut probe = MemLog(log.0.clone(), Default::default());
                 let mut probe_value = value;
                 probe.apply(&plan, &mut probe_value);
                 let later = acquire(&cfg, probe_value, &probe, now + ms, wanted);
@@ -643,7 +801,7 @@ mod tests {
         assert_eq!(plan.remove_newest, 1, "the 4 at 300 goes whole");
         assert_eq!(plan.shrink_newest_to, Some(1), "the 2 at 200 keeps 1");
         assert_eq!(plan.value, Some(6));
-        assert_eq!(plan.prune_up_to, None);
+        assert_eq!(plan.prune, Prune::Nothing);
     }
 
     #[test]
@@ -652,15 +810,18 @@ mod tests {
         let log = MemLog::with(&[(0, 9), (900, 2)]);
         // The entry at 0 is expired at 1000: it is pruned, not released.
         let plan = release(&cfg, Some(0), &log, 1000, 10).unwrap();
-        assert_eq!(plan.released, 2);
-        assert_eq!(plan.prune_up_to, Some(0));
-        assert_eq!(plan.remove_newest, 1);
-        assert_eq!(plan.shrink_newest_to, None);
         assert_eq!(
-            plan.value,
-            Some(5),
-            "0 + 9 expired > 5 recomputes to 3, + 2 = 5"
+            plan.released, 2,
+            "0 + 9 expired > 5 recomputes: 2 are logged"
         );
+        assert_eq!(
+            plan.prune,
+            Prune::All,
+            "releasing everything logged drops the log whole"
+        );
+        assert_eq!(plan.remove_newest, 0);
+        assert_eq!(plan.shrink_newest_to, None);
+        assert_eq!(plan.value, Some(5));
     }
 
     #[test]
@@ -687,11 +848,145 @@ mod tests {
     #[test]
     fn keep_state_prunes_by_the_new_interval_and_rederives_value() {
         let log = MemLog::with(&[(0, 2), (500, 3), (900, 1)]);
-        let plan = keep_state(10, 600, &log, 1000).unwrap();
-        assert_eq!(plan.prune_up_to, Some(400));
+        // Without a readable previous configuration the log is summed.
+        let plan = keep_state(None, 10, 600, &log, 1000).unwrap();
+        assert_eq!(plan.prune, Prune::UpTo(400));
         assert_eq!(plan.value, 6);
-        let shrunk = keep_state(3, 2000, &log, 1000).unwrap();
-        assert_eq!(shrunk.prune_up_to, None);
-        assert_eq!(shrunk.value, 0, "never negative");
+        let shrunk = keep_state(None, 3, 2000, &log, 1000).unwrap();
+        assert_eq!(shrunk.prune, Prune::Nothing);
+        assert_eq!(
+            shrunk.value, -3,
+            "the debt is kept: 6 logged against a rate of 3"
+        );
+    }
+
+    #[test]
+    fn keep_state_reads_the_logged_permits_off_the_value() {
+        // Rate 10 over 2000: all 6 permits logged count, the value says 4 are left.
+        let old = overall(10, 2000);
+        let log = MemLog::with(&[(0, 2), (500, 3), (900, 1)]);
+        // Same interval, lower rate: nothing but the newest entry need be read.
+        let same = keep_state(Some((&old, Some(4))), 4, 2000, &log, 1000).unwrap();
+        assert_eq!((same.prune, same.value), (Prune::Nothing, -2));
+        assert!(log.reads() <= 2, "O(1): the log is not summed");
+        // A shorter interval subtracts what it expires: the 2 at 0.
+        let shorter = keep_state(Some((&old, Some(4))), 4, 600, &log, 1000).unwrap();
+        assert_eq!((shorter.prune, shorter.value), (Prune::UpTo(400), 0));
+        // A longer one adds back entries the old interval had already expired.
+        let old = overall(10, 600);
+        let longer = keep_state(Some((&old, Some(9))), 10, 2000, &log, 1000).unwrap();
+        assert_eq!((longer.prune, longer.value), (Prune::Nothing, 4));
+        // Nothing left in the new window: the whole log goes.
+        let gone = keep_state(Some((&old, Some(9))), 10, 50, &log, 1000).unwrap();
+        assert_eq!((gone.prune, gone.value), (Prune::All, 10));
+    }
+
+    #[test]
+    fn a_lowered_rate_keeps_its_debt_until_the_window_holds_less() {
+        // The run: five grants 100 ms apart at rate 5, then the rate lowered to 3.
+        let cfg5 = overall(5, 1000);
+        let mut log = MemLog::default();
+        let mut value = None;
+        for t in [0, 100, 200, 300, 400] {
+            let plan = acquire(&cfg5, value, &log, t, 1);
+            assert_eq!(plan.outcome, Outcome::Acquired);
+            log.apply(&plan, &mut value);
+        }
+        let keep = keep_state(Some((&cfg5, value)), 3, 1000, &log, 450).unwrap();
+        assert_eq!(keep.value, -2);
+        value = Some(keep.value);
+        let cfg3 = overall(3, 1000);
+        // At 1100 the entries of 0 and 100 have expired: 3 live, rate 3, nothing available.
+        assert_eq!(available(&cfg3, value, &log, 1100), Ok(0));
+        let plan = acquire(&cfg3, value, &log, 1100, 2);
+        assert_eq!(
+            plan.outcome,
+            Outcome::Wait(200),
+            "free when 200 and 300 expire"
+        );
+        assert_eq!(plan.value, Some(0));
+        // A release after the decrease gives back logged permits but no credit beyond them.
+        let released = release(&cfg3, Some(-2), &log, 450, 1).unwrap();
+        assert_eq!((released.released, released.value), (1, Some(-1)));
+    }
+
+    #[test]
+    fn a_refusal_for_the_whole_rate_reads_only_the_newest_entry() {
+        let cfg = overall(1000, 10_000);
+        let entries: Vec<(i64, u32)> = (0..1000).map(|t| (t, 1)).collect();
+        let log = MemLog::with(&entries);
+        log.reads();
+        let plan = acquire(&cfg, Some(0), &log, 5_000, 1000);
+        assert_eq!(plan.outcome, Outcome::Wait(5_999));
+        assert!(log.reads() <= 3, "newest entry, not the whole log");
+        // A small request reads from the oldest end, just as few entries.
+        let plan = acquire(&cfg, Some(0), &log, 5_000, 2);
+        assert_eq!(plan.outcome, Outcome::Wait(5_001));
+        assert!(log.reads() <= 4);
+    }
+
+    #[test]
+    fn a_fully_expired_log_is_dropped_without_reading_it() {
+        let cfg = overall(1000, 100);
+        let entries: Vec<(i64, u32)> = (0..1000).map(|t| (t, 1)).collect();
+        let log = MemLog::with(&entries);
+        log.reads();
+        let plan = acquire(&cfg, Some(0), &log, 10_000, 1);
+        assert_eq!(plan.outcome, Outcome::Acquired);
+        assert_eq!(plan.prune, Prune::All);
+        assert_eq!(plan.value, Some(999));
+        assert!(log.reads() <= 1);
+        // Releasing everything logged does not read the log either.
+        let log = MemLog::with(&entries);
+        let plan = release(&overall(1000, 100_000), Some(0), &log, 1000, 5000).unwrap();
+        assert_eq!(
+            (plan.released, plan.prune, plan.value),
+            (1000, Prune::All, Some(1000))
+        );
+        assert!(log.reads() <= 1);
+    }
+
+    #[test]
+    fn rates_lowered_and_raised_with_keep_state_never_over_admit() {
+        let mut cfg = overall(8, 100);
+        let mut log = MemLog::default();
+        let mut value = None;
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut now = 0;
+        let mut granted = 0;
+        for step in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            now += (seed % 7) as i64;
+            if step % 50 == 0 {
+                let rate = 1 + (seed >> 20) as i64 % 12;
+                let interval = 50 + (seed >> 30) as i64 % 100;
+                let plan = keep_state(Some((&cfg, value)), rate, interval, &log, now).unwrap();
+                log.prune(plan.prune);
+                value = Some(plan.value);
+                cfg = overall(rate, interval);
+                continue;
+            }
+            let wanted = 1 + (seed >> 8) as u32 % cfg.rate as u32;
+            let plan = acquire(&cfg, value, &log, now, wanted);
+            if plan.outcome == Outcome::Acquired {
+                granted += 1;
+            }
+            log.apply(&plan, &mut value);
+            if plan.outcome == Outcome::Acquired {
+                assert!(
+                    log.live(now, cfg.interval) <= cfg.rate,
+                    "step {step}: the window ending at this grant holds more than the rate"
+                );
+            }
+            let live = log.live(now, cfg.interval);
+            assert_eq!(
+                available(&cfg, value, &log, now),
+                Ok((cfg.rate - live).clamp(0, cfg.rate)),
+                "step {step}: AVAILABLE agrees with the log"
+            );
+        }
+        assert!(granted > 1000);
     }
 }

@@ -41,6 +41,9 @@ struct Queue {
     /// The limiter's hash, value and permits keys: a write to any of them may free permits.
     watched: [Vec<u8>; 3],
     waiters: VecDeque<Waiter>,
+    /// The permits all its waiters asked for, kept as they come and go: a new request checks
+    /// the queue in O(1), however many wait.
+    permits: u64,
     wake: Option<TimerId>,
 }
 
@@ -86,6 +89,11 @@ pub struct Removed {
     pub emptied_wake: Option<TimerId>,
 }
 
+/// Forgets every queue (a fresh load of the module).
+pub fn reset() {
+    with(|r| *r = Registry::default());
+}
+
 pub fn is_empty() -> bool {
     with(|r| r.queues.is_empty())
 }
@@ -94,13 +102,7 @@ pub fn is_empty() -> bool {
 pub fn queued_permits(state: &StateId) -> Option<u64> {
     with(|r| {
         let queue = r.queues.get(r.by_state.get(state)?)?;
-        Some(
-            queue
-                .waiters
-                .iter()
-                .map(|w| u64::from(w.request.permits))
-                .sum(),
-        )
+        Some(queue.permits)
     })
 }
 
@@ -130,6 +132,7 @@ pub fn enqueue(
                         state,
                         watched,
                         waiters: VecDeque::new(),
+                        permits: 0,
                         wake: None,
                     },
                 );
@@ -139,6 +142,7 @@ pub fn enqueue(
         let mut first = false;
         if let Some(queue) = r.queues.get_mut(&queue_id) {
             first = queue.waiters.is_empty();
+            queue.permits = queue.permits.saturating_add(u64::from(request.permits));
             queue.waiters.push_back(Waiter {
                 id: waiter_id,
                 bc,
@@ -186,6 +190,7 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
         let queue = r.queues.get_mut(&queue_id)?;
         let position = queue.waiters.iter().position(|w| w.id == waiter)?;
         let w = queue.waiters.remove(position)?;
+        queue.permits = queue.permits.saturating_sub(u64::from(w.request.permits));
         r.by_client.remove(&(w.bc as usize));
         let db = queue.state.db;
         let emptied_wake = if queue.waiters.is_empty() {

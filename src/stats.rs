@@ -22,6 +22,20 @@ pub static WAITS: AtomicU64 = AtomicU64::new(0);
 /// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 
+/// Zeroes every counter (a fresh load of the module).
+pub fn reset() {
+    for counter in [
+        &ACQUIRED,
+        &REFUSED,
+        &ERRORS,
+        &BLOCKED_CLIENTS,
+        &WAITS,
+        &TIMEOUTS,
+    ] {
+        counter.store(0, Relaxed);
+    }
+}
+
 pub fn add(counter: &AtomicU64) {
     counter.fetch_add(1, Relaxed);
 }

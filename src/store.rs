@@ -11,7 +11,7 @@ use crate::args;
 use crate::error::Error;
 use crate::key::{Access, FieldName, Key, Kind};
 use crate::keyspace::{self, StateKeys};
-use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Span};
+use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
 use crate::queue::{self, StateId};
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
@@ -28,12 +28,15 @@ pub struct Limiter<'c> {
     db: i32,
 }
 
-/// Whether an acquisition must let the clients blocked in ACQUIRE on the same state go first.
+/// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Turn {
-    /// A new request: refused while anyone is queued, so a large request at the head is never
-    /// starved by small ones arriving after it.
+    /// A new request that does not wait (TRYACQUIRE, or ACQUIRE inside MULTI or a script):
+    /// refused while anyone is queued, so a large request at the head is never starved by small
+    /// ones arriving after it.
     BehindWaiters,
+    /// A new ACQUIRE that joins the queue if refused.
+    Queueing,
     /// The head of the queue, being served.
     FirstInLine,
 }
@@ -216,26 +219,31 @@ impl<'c> Limiter<'c> {
         }
         let state = self.state(&config, client)?;
         let stored = state.stored_value()?;
-        if turn == Turn::BehindWaiters {
-            if let Some(ahead) = self.queued_permits(&state) {
-                // Take nothing while others wait; hint at when they and this request could fit.
-                return Ok(Outcome::Wait(hint(
-                    &config, stored, &state, now, ahead, permits,
-                )?));
-            }
+        let queued = match turn {
+            Turn::FirstInLine => None,
+            Turn::BehindWaiters | Turn::Queueing => self.queued_permits(&state),
+        };
+        if let Some(ahead) = queued {
+            // Take nothing while others wait; hint at when they and this request could fit.
+            let wait = hint(&config, stored, &state, now, ahead, permits)?;
+            self.apply_ttl_rule(&config, &state, wait);
+            return Ok(Outcome::Wait(wait));
         }
         let plan = limiter::try_acquire(&config, stored, &state, now, permits)?;
         // Everything is read and decoded: from here on, only writes.
-        if let Some(cutoff) = plan.prune_up_to {
-            state.permits.zrem_up_to(cutoff);
-        }
+        state.prune(plan.prune);
         if let Some(entry) = plan.append {
             state.log(entry)?;
         }
         if let Some(value) = plan.value {
             state.value.set_string(value.to_string().as_bytes());
         }
-        self.apply_ttl_rule(&config, &state);
+        // A refusal that leaves a client waiting keeps the limiter alive until its turn.
+        let waiting = match (plan.outcome, turn) {
+            (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
+            _ => 0,
+        };
+        self.apply_ttl_rule(&config, &state, waiting);
         Ok(plan.outcome)
     }
 
@@ -289,19 +297,18 @@ impl<'c> Limiter<'c> {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
         let plan = limiter::release(&config, state.stored_value()?, &state, now, permits)?;
-        let mut removals = Vec::with_capacity(plan.remove_newest);
+        // The entry to split, read before anything is written: the newest one after the prune
+        // (which only removes older entries) and the removals.
         let mut shrink = None;
-        let mut index = 0;
-        state.permits.zscan(
-            Span::After(i64::MIN),
-            Order::NewestFirst,
-            |score, member| {
-                if index < plan.remove_newest {
-                    removals.push(member.to_vec());
-                    index += 1;
-                    return Ok::<_, Error>(ControlFlow::Continue(()));
-                }
-                if let Some(permits) = plan.shrink_newest_to {
+        if let Some(permits) = plan.shrink_newest_to {
+            let mut skip = plan.remove_newest;
+            state
+                .permits
+                .zscan(Span::Everything, Order::NewestFirst, |score, member| {
+                    if skip > 0 {
+                        skip -= 1;
+                        return Ok::<_, Error>(ControlFlow::Continue(()));
+                    }
                     let id = keyspace::decode_member(member)
                         .map_err(|e| state.corrupt_member(e))?
                         .id;
@@ -309,16 +316,11 @@ impl<'c> Limiter<'c> {
                         Error::corrupt(state.permits.name(), "permit entry id too long")
                     })?;
                     shrink = Some((member.to_vec(), score_ms(score), replacement));
-                }
-                Ok(ControlFlow::Break(()))
-            },
-        )?;
-        if let Some(cutoff) = plan.prune_up_to {
-            state.permits.zrem_up_to(cutoff);
+                    Ok(ControlFlow::Break(()))
+                })?;
         }
-        for member in &removals {
-            state.permits.zrem(member);
-        }
+        state.prune(plan.prune);
+        state.permits.zrem_newest(plan.remove_newest);
         if let Some((old, score, new)) = shrink {
             state.permits.zrem(&old);
             state.permits.zadd_new(score, &new);
@@ -326,8 +328,8 @@ impl<'c> Limiter<'c> {
         if let Some(value) = plan.value {
             state.value.set_string(value.to_string().as_bytes());
         }
-        if plan.released > 0 || plan.prune_up_to.is_some() || plan.value.is_some() {
-            self.apply_ttl_rule(&config, &state);
+        if plan.released > 0 || plan.prune != Prune::Nothing || plan.value.is_some() {
+            self.apply_ttl_rule(&config, &state, 0);
         }
         Ok(plan.released)
     }
@@ -384,12 +386,21 @@ impl<'c> Limiter<'c> {
             Mode::PerClient => client.as_ref(),
         };
         let keep = match target {
-            Some(state) if change.keep_state && !mode_changed => Some(limiter::keep_state(
-                change.rate,
-                change.interval,
-                state,
-                now,
-            )?),
+            Some(state) if change.keep_state && !mode_changed => {
+                // The permits logged are read off the value under the configuration in force;
+                // if either is unreadable, the log is summed instead (a repair).
+                let previous = match (self.config(), state.stored_value()) {
+                    (Ok(Some(config)), Ok(stored)) => Some((config, stored)),
+                    _ => None,
+                };
+                Some(limiter::keep_state(
+                    previous.as_ref().map(|(config, stored)| (config, *stored)),
+                    change.rate,
+                    change.interval,
+                    state,
+                    now,
+                )?)
+            }
             _ => None,
         };
 
@@ -411,9 +422,7 @@ impl<'c> Limiter<'c> {
             match keep {
                 None => state.delete(),
                 Some(plan) => {
-                    if let Some(cutoff) = plan.prune_up_to {
-                        state.permits.zrem_up_to(cutoff);
-                    }
+                    state.prune(plan.prune);
                     state.value.set_string(plan.value.to_string().as_bytes());
                     let config = Config {
                         rate: change.rate,
@@ -421,7 +430,7 @@ impl<'c> Limiter<'c> {
                         mode: change.mode,
                         keep_alive: change.keep_alive,
                     };
-                    self.apply_ttl_rule(&config, state);
+                    self.apply_ttl_rule(&config, state, 0);
                 }
             }
         }
@@ -450,11 +459,17 @@ impl<'c> Limiter<'c> {
 
     /// TTL rule, after every acquisition (granted or not), release and KEEPSTATE: with a
     /// keep-alive, refresh it on all three keys; otherwise give the state keys the hash's expiry.
-    fn apply_ttl_rule(&self, config: &Config, state: &State<'_>) {
+    /// `waiting` is how long a client blocked in ACQUIRE waits for its turn: the keep-alive runs
+    /// from then, so a limiter never expires under its waiters.
+    fn apply_ttl_rule(&self, config: &Config, state: &State<'_>, waiting: i64) {
         if config.keep_alive > 0 {
-            self.hash.set_ttl(config.keep_alive);
-            state.value.set_ttl(config.keep_alive);
-            state.permits.set_ttl(config.keep_alive);
+            let ttl = config
+                .keep_alive
+                .saturating_add(waiting.max(0))
+                .min(args::MAX_DURATION_MS);
+            self.hash.set_ttl(ttl);
+            state.value.set_ttl(ttl);
+            state.permits.set_ttl(ttl);
         } else if let Some(at) = self.hash.expires_at() {
             for key in [&state.value, &state.permits] {
                 if key.expires_at() != Some(at) {
@@ -496,6 +511,19 @@ impl State<'_> {
         ))
     }
 
+    /// Removes what a plan prunes: expired entries, or the whole log in O(1).
+    fn prune(&self, prune: Prune) {
+        match prune {
+            Prune::Nothing => {}
+            Prune::UpTo(cutoff) => {
+                self.permits.zrem_up_to(cutoff);
+            }
+            Prune::All => {
+                self.permits.delete();
+            }
+        }
+    }
+
     fn corrupt_member(&self, e: keyspace::MemberError) -> Error {
         Error::corrupt(self.permits.name(), e.to_string())
     }
@@ -526,6 +554,16 @@ impl PermitLog for State<'_> {
                 permits: decoded.permits,
             }))
         })
+    }
+
+    fn newest_score(&self, span: Span) -> Result<Option<i64>, Error> {
+        let mut newest = None;
+        self.permits
+            .zscan::<Error>(span, Order::NewestFirst, |score, _| {
+                newest = Some(score_ms(score));
+                Ok(ControlFlow::Break(()))
+            })?;
+        Ok(newest)
     }
 }
 

@@ -109,12 +109,20 @@ fn the_value_is_raised_but_capped_at_the_rate() {
     set_clock(&mut con, T0);
     line::<i64>(&mut con, "RATELIMIT.SETRATE api 10 1000").unwrap();
     assert_eq!(try_acquire(&mut con, "api", 4), None);
-    // A Redisson client's release script raised the value without touching the log.
+    // A Redisson client's release script raised the value without touching the log. The value
+    // is the account of what is logged: it says 1 permit is in use, so releasing 3 releases
+    // that one and drops the whole log in O(1), leaving value and log in step.
     line::<()>(&mut con, "SET {api}:value 9").unwrap();
-    assert_eq!(release(&mut con, "api 3"), 3);
-    assert_eq!(decoded(&mut con, "{api}:permits"), vec![(T0, 1)]);
+    assert_eq!(release(&mut con, "api 3"), 1);
+    assert!(!exists(&mut con, "{api}:permits"));
     assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("10"));
     assert_eq!(available(&mut con, "api"), 10);
+    // Below what is in use, the newest entries go and the value is raised, capped at the rate.
+    assert_eq!(try_acquire(&mut con, "api", 4), None);
+    line::<()>(&mut con, "SET {api}:value 5").unwrap();
+    assert_eq!(release(&mut con, "api 3"), 3);
+    assert_eq!(decoded(&mut con, "{api}:permits"), vec![(T0, 1)]);
+    assert_eq!(get(&mut con, "{api}:value").as_deref(), Some("8"));
 }
 
 #[test]
@@ -341,10 +349,15 @@ fn release_decodes_no_entry_older_than_what_it_releases() {
         assert_eq!(try_acquire(&mut con, "r", 1), None);
     }
     assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE r 2").unwrap(), 2);
-    // Two more than the valid newest entry holds: the corrupt one must be read, an error.
-    let err = error_of(&mut con, "RATELIMIT.RELEASE r 2");
+    // A RELEASE that reads entries reads the corrupt one: an error, nothing written.
+    line::<()>(&mut con, "SET {r}:value 8").unwrap();
+    let err = error_of(&mut con, "RATELIMIT.RELEASE r 1");
     assert!(
         err.starts_with("ERR corrupt rate limiter key '{r}:permits'"),
         "{err}"
     );
+    // Releasing at least what the value says is logged drops the whole log unread.
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE r 2").unwrap(), 2);
+    assert!(!exists(&mut con, "{r}:permits"));
+    assert_eq!(get(&mut con, "{r}:value").as_deref(), Some("10"));
 }

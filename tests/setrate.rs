@@ -335,7 +335,7 @@ fn keepstate_prunes_by_the_new_interval_and_rederives_the_value_on_a_rate_increa
 }
 
 #[test]
-fn keepstate_rate_decrease_below_what_is_logged_leaves_zero() {
+fn keepstate_rate_decrease_below_what_is_logged_keeps_the_debt() {
     let server = Server::start();
     let mut con = server.conn();
     set_clock(&mut con, T0);
@@ -344,7 +344,8 @@ fn keepstate_rate_decrease_below_what_is_logged_leaves_zero() {
     advance(&mut con, 100);
     assert_eq!(setrate(&mut con, "api 4 1000 KEEPSTATE"), 1);
     let value: String = line(&mut con, "GET {api}:value").unwrap();
-    assert_eq!(value, "0", "max(0, 4 - 6)");
+    assert_eq!(value, "-2", "4 - 6: the debt is kept, paid as the 6 expire");
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.AVAILABLE api").unwrap(), 0);
     let entries = log_entries(&mut con, "{api}:permits");
     assert_eq!(entries.len(), 1);
     assert_eq!(member_permits(&entries[0].0), 6);

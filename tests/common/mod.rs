@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use redis::{Connection, RedisError, Value};
 
+pub mod waiters;
+
 /// A unix-ms instant the tests freeze the clock at: 2026-01-01T00:00:00Z.
 pub const T0: i64 = 1_767_225_600_000;
 
