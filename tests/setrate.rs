@@ -555,3 +555,90 @@ fn an_overall_limiter_with_a_nonstandard_type_is_not_a_mode_change() {
     let value: Option<String> = line(&mut con, "GET {api}:value").unwrap();
     assert_eq!(value.as_deref(), Some("3"));
 }
+
+#[test]
+fn a_lowered_rate_grants_nothing_until_the_window_holds_less() {
+    // Five grants 100 ms apart at rate 5, then the rate lowered to 3 with KEEPSTATE.
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    for name in ["x", "y"] {
+        setrate(&mut con, &format!("{name} 5 1000"));
+    }
+    for _ in 0..5 {
+        assert_eq!(try_acquire(&mut con, "x", 1), None);
+        assert_eq!(try_acquire(&mut con, "y", 1), None);
+        advance(&mut con, 100);
+    }
+    for name in ["x", "y"] {
+        setrate(&mut con, &format!("{name} 3 1000 KEEPSTATE"));
+        assert_eq!(
+            get(&mut con, &format!("{{{name}}}:value")).as_deref(),
+            Some("-2")
+        );
+        assert_eq!(available(&mut con, name), 0);
+    }
+    // A release while the window holds more than the rate gives back a logged permit, but no
+    // credit: the window still holds 4 > 3.
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.RELEASE y 1").unwrap(), 1);
+    assert_eq!(get(&mut con, "{y}:value").as_deref(), Some("-1"));
+    assert_eq!(logged_permits(&mut con, "{y}:permits"), 4);
+    assert_eq!(available(&mut con, "y"), 0);
+    assert_eq!(try_acquire(&mut con, "y", 1), Some(600));
+    // At T0 + 1100 the entries of T0 and T0 + 100 have expired: three live, rate 3.
+    advance(&mut con, 600);
+    assert_eq!(available(&mut con, "x"), 0);
+    assert_eq!(try_acquire(&mut con, "x", 2), Some(200));
+    assert_eq!(try_acquire(&mut con, "x", 1), Some(100));
+    advance(&mut con, 100);
+    assert_eq!(try_acquire(&mut con, "x", 1), None);
+    assert_eq!(try_acquire(&mut con, "x", 1), Some(100));
+}
+
+#[test]
+fn rates_changed_with_keepstate_under_load_never_over_admit() {
+    // Random grants, releases and KEEPSTATE rate and interval changes on the debug clock; after
+    // every grant, the log's window ending at that grant holds at most the rate in force.
+    let server = Server::start();
+    let mut con = server.conn();
+    let mut now = T0;
+    set_clock(&mut con, now);
+    let mut rng = Rng(0x5eed_0f_4a7e);
+    let (mut rate, mut interval) = (10i64, 500i64);
+    setrate(&mut con, &format!("load {rate} {interval}"));
+    let mut grants = 0;
+    for step in 0..3000 {
+        let ms = rng.below(40) as i64;
+        advance(&mut con, ms);
+        now += ms;
+        if rng.one_in(40) {
+            rate = 1 + rng.below(15) as i64;
+            interval = 100 + rng.below(900) as i64;
+            setrate(&mut con, &format!("load {rate} {interval} KEEPSTATE"));
+            continue;
+        }
+        if rng.one_in(15) {
+            let _: i64 = line(
+                &mut con,
+                &format!("RATELIMIT.RELEASE load {}", 1 + rng.below(3)),
+            )
+            .unwrap();
+            continue;
+        }
+        let permits = 1 + rng.below(rate as u64) as u32;
+        if try_acquire(&mut con, "load", permits).is_some() {
+            continue;
+        }
+        grants += 1;
+        let in_window: u32 = log_entries(&mut con, "{load}:permits")
+            .iter()
+            .filter(|(_, score)| *score > now - interval && *score <= now)
+            .map(|(member, _)| member_permits(member))
+            .sum();
+        assert!(
+            i64::from(in_window) <= rate,
+            "step {step}: {in_window} permits in the {interval} ms window at rate {rate}"
+        );
+    }
+    assert!(grants > 300, "only {grants} grants");
+}
