@@ -603,7 +603,7 @@ fn rates_changed_with_keepstate_under_load_never_over_admit() {
     let mut con = server.conn();
     let mut now = T0;
     set_clock(&mut con, now);
-    let mut rng = Rng(0x5eed_0f_4a7e);
+    let mut rng = Rng(0x5eed_0f4a_7e11);
     let (mut rate, mut interval) = (10i64, 500i64);
     setrate(&mut con, &format!("load {rate} {interval}"));
     let mut grants = 0;
