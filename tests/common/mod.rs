@@ -107,6 +107,11 @@ impl Server {
     /// (a plain redis-server, which must still end up identical: effects replication). Returns
     /// once its link to the master is up.
     pub fn start_replica(master: &Server, with_module: bool) -> Server {
+        Server::start_replica_with(master, with_module, &[])
+    }
+
+    /// As [`Server::start_replica`], with extra `redis-server` arguments.
+    pub fn start_replica_with(master: &Server, with_module: bool, extra: &[&str]) -> Server {
         // The default waits 5 s for more replicas before a diskless full sync.
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
@@ -115,11 +120,12 @@ impl Server {
             .query(&mut master.conn())
             .expect("CONFIG SET");
         let port = master.port.to_string();
-        let replicaof = ["--replicaof", "127.0.0.1", port.as_str()];
+        let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
+        args.extend_from_slice(extra);
         let replica = if with_module {
-            Server::start_with(&[], &replicaof)
+            Server::start_with(&[], &args)
         } else {
-            Server::start_plain(&replicaof)
+            Server::start_plain(&args)
         };
         let mut con = replica.conn();
         let deadline = Instant::now() + Duration::from_secs(20);
