@@ -165,7 +165,8 @@ pub fn set_deadline(waiter: WaiterId, timer: TimerId) {
         else {
             return;
         };
-        if let Some(w) = queue.waiters.iter_mut().find(|w| w.id == waiter) {
+        // Set just after the waiter was queued: it is at (or near) the back.
+        if let Some(w) = queue.waiters.iter_mut().rev().find(|w| w.id == waiter) {
             w.deadline = Some(timer);
         }
     });
@@ -312,11 +313,21 @@ mod tests {
         assert!(is_first && !is_second_first);
         assert_eq!(queued_permits(&state("a")), Some(11));
         assert_eq!(head(q).unwrap().waiter, first);
+        assert_eq!(
+            queued_permits(&state("b")),
+            None,
+            "another state has no queue"
+        );
         assert_eq!(watching(0, b"{api}:value"), vec![q]);
         assert!(watching(1, b"{api}:value").is_empty());
 
         let removed = remove(first).unwrap();
         assert!(removed.was_head && removed.emptied_wake.is_none());
+        assert_eq!(
+            queued_permits(&state("a")),
+            Some(1),
+            "the total follows removals"
+        );
         assert_eq!(head(q).unwrap().waiter, second);
         assert_eq!(waiter_of(bc(16)), Some(second));
 
