@@ -41,6 +41,9 @@ pub enum Error {
     NoPermission { key: Vec<u8> },
     /// In cluster mode, a name whose derived keys hash to another slot (such as `a{b`).
     CrossSlot { name: Vec<u8> },
+    /// In cluster mode, some of the limiter's keys are missing here while its slot is being
+    /// migrated (Redis's own reply to a multi-key command in that state).
+    SlotMigrating,
 }
 
 impl Error {
@@ -91,6 +94,9 @@ impl fmt::Display for Error {
                 "NOPERM this user has no permissions to access the limiter key '{}'",
                 Printable(key)
             ),
+            Error::SlotMigrating => {
+                f.write_str("TRYAGAIN Multiple keys request during rehashing of slot")
+            }
             Error::CrossSlot { name } => {
                 // Suggest the name with its braces removed, as a complete tag: always valid.
                 let core: Vec<u8> = name

@@ -14,6 +14,7 @@ pub mod error;
 mod key;
 pub mod keyspace;
 pub mod limiter;
+mod migration;
 mod queue;
 mod stats;
 mod store;

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::key::{Access, FieldName, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
+use crate::migration;
 use crate::queue::{self, StateId};
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
@@ -122,7 +123,8 @@ impl<'c> Limiter<'c> {
 
     /// Opens the value and permits keys of one state. The server checked only the declared
     /// `key`; these are derived from it, so this is where the module refuses, before touching
-    /// anything, a key outside the caller's ACL (the cluster slot was checked at open).
+    /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
+    /// state split from its hash by a slot migration.
     fn open_state(&self, keys: &StateKeys, access: Access) -> Result<State<'c>, Error> {
         let value = Key::open(self.ctx, &keys.value, access);
         self.caller.check(&value, access)?;
@@ -130,6 +132,7 @@ impl<'c> Limiter<'c> {
         let permits = Key::open(self.ctx, &keys.permits, access);
         self.caller.check(&permits, access)?;
         expect_kind(&permits, Kind::ZSet)?;
+        migration::refuse_split(self.ctx, &self.name, &[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
     }
 
@@ -175,9 +178,14 @@ impl<'c> Limiter<'c> {
         }))
     }
 
-    /// The configuration of a limiter that must exist.
+    /// The configuration of a limiter that must exist. Its callers go on to the derived keys,
+    /// so a missing hash may be one a slot migration has moved away from them.
     pub fn require_config(&self) -> Result<Config, Error> {
-        self.config()?.ok_or(Error::NotInitialized)
+        let config = self.config()?;
+        if config.is_none() {
+            migration::refuse_split(self.ctx, &self.name, &[&self.hash])?;
+        }
+        config.ok_or(Error::NotInitialized)
     }
 
     fn fields(&self) -> Fields {

@@ -439,3 +439,326 @@ fn command_getkeys_returns_the_limiter_key_in_cluster_mode() {
         }
     }
 }
+
+/// A limiter moved by a live resharding, and the order its keys are migrated in.
+struct Resharded {
+    name: String,
+    /// The client of a PER_CLIENT limiter, whose own state keys move.
+    client: Option<&'static str>,
+    /// `[hash, value, permits]`.
+    keys: [String; 3],
+    /// Indexes into `keys`, in MIGRATE order.
+    order: [usize; 3],
+    slot: i64,
+}
+
+impl Resharded {
+    fn new(name: String, client: Option<&'static str>, order: [usize; 3], slot: i64) -> Self {
+        let suffix = client.map(|c| format!(":{c}")).unwrap_or_default();
+        let keys = [
+            name.clone(),
+            format!("{{{name}}}:value{suffix}"),
+            format!("{{{name}}}:permits{suffix}"),
+        ];
+        Resharded {
+            name,
+            client,
+            keys,
+            order,
+            slot,
+        }
+    }
+
+    /// `RATELIMIT.<command> <name> <args>`, with `CLIENT <id>` for a PER_CLIENT limiter.
+    fn command(&self, command: &str, args: &str) -> String {
+        let client = self
+            .client
+            .map(|c| format!(" CLIENT {c}"))
+            .unwrap_or_default();
+        format!("RATELIMIT.{command} {} {args}{client}", self.name)
+    }
+}
+
+fn node_id(con: &mut Connection) -> String {
+    line(con, "CLUSTER MYID").expect("CLUSTER MYID")
+}
+
+/// Sends `text` on `con`, preceded by ASKING if `asking`; the reply or the error line.
+fn attempt(con: &mut Connection, asking: bool, text: &str) -> Result<Value, String> {
+    if asking {
+        let ok: String = line(con, "ASKING").expect("ASKING");
+        assert_eq!(ok, "OK");
+    }
+    line::<Value>(con, text).map_err(|e| error_line(&e))
+}
+
+const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
+
+/// Every acquisition and every command that opens the derived keys, on the source as a client
+/// routed by the slot map sends it and on the target after ASKING, while `moved` of the keys
+/// are on the target: never a grant, TRYAGAIN exactly where Redis's own multi-key rule says so
+/// (checked against `EXISTS` of the same keys), the ASK redirection where the source no longer
+/// has the hash, and nothing written anywhere.
+fn check_step(cluster: &mut Cluster, lim: &Resharded, nodes: (usize, usize), moved: [bool; 3]) {
+    let (source, target) = nodes;
+    let target_port = cluster.nodes[target].port;
+    let before = resharding_snapshots(cluster);
+    let acquisitions = [
+        lim.command("TRYACQUIRE", "5"),
+        lim.command("TRYACQUIRE", "1"),
+        lim.command("ACQUIRE", "1 TIMEOUT 10"),
+    ];
+    let others = [
+        lim.command("AVAILABLE", ""),
+        lim.command("RELEASE", "1"),
+        lim.command("SETRATE", "5 60000 KEEPSTATE"),
+        lim.command("SETRATE", "5 60000"),
+        lim.command("DELETE", ""),
+        lim.command("EXPIRE", "100000"),
+        lim.command("PERSIST", ""),
+    ];
+    let exists = format!("EXISTS {}", lim.keys.join(" "));
+    for (node, asking) in [(source, false), (target, true)] {
+        let here: Vec<bool> = moved.iter().map(|&m| m == (node == target)).collect();
+        let all_here = here.iter().all(|&h| h);
+        let expected_error = if node == source && !here[0] {
+            Some(format!("ASK {} 127.0.0.1:{target_port}", lim.slot))
+        } else if all_here {
+            None
+        } else {
+            Some(TRYAGAIN.to_string())
+        };
+        let context = format!("node {node} (asking {asking}) with {moved:?} moved");
+        // Redis's own answer to a command declaring all the keys. It differs from the module's
+        // only where the source has state keys but not the hash: the server sends the module's
+        // command, routed by the hash alone, to the target, which answers TRYAGAIN.
+        let redis_says = attempt(&mut cluster.conns[node], asking, &exists);
+        let redis_expected = if all_here {
+            Ok(Value::Int(3))
+        } else if node == source && here.iter().all(|&h| !h) {
+            Err(format!("ASK {} 127.0.0.1:{target_port}", lim.slot))
+        } else {
+            Err(TRYAGAIN.to_string())
+        };
+        assert_eq!(redis_says, redis_expected, "{exists} on {context}");
+        for text in &acquisitions {
+            let reply = attempt(&mut cluster.conns[node], asking, text);
+            match &expected_error {
+                Some(error) => assert_eq!(reply.as_ref(), Err(error), "`{text}` on {context}"),
+                // Served: the limiter is spent, so a wait, never a grant (nil).
+                None => assert!(
+                    matches!(reply, Ok(Value::Int(ms)) if ms > 0),
+                    "`{text}` on {context}: {reply:?}"
+                ),
+            }
+        }
+        // The other commands would legitimately write where the limiter is whole.
+        if let Some(error) = &expected_error {
+            for text in &others {
+                let reply = attempt(&mut cluster.conns[node], asking, text);
+                assert_eq!(reply.as_ref(), Err(error), "`{text}` on {context}");
+            }
+        } else {
+            let available = attempt(&mut cluster.conns[node], asking, &others[0]);
+            assert_eq!(available, Ok(Value::Int(0)), "{context}");
+        }
+    }
+    assert_eq!(
+        resharding_snapshots(cluster),
+        before,
+        "something was written with {moved:?} moved"
+    );
+}
+
+/// Every node's keys with their DUMP and PEXPIRETIME, read under ASKING so that the keys an
+/// IMPORTING node already holds are readable.
+fn resharding_snapshots(cluster: &mut Cluster) -> Vec<Dataset> {
+    cluster
+        .conns
+        .iter_mut()
+        .map(|con| {
+            let mut keys: Vec<Vec<u8>> = line(con, "KEYS *").expect("KEYS");
+            keys.sort();
+            keys.into_iter()
+                .map(|key| {
+                    let mut asking = |command: &[u8]| {
+                        let ok: String = line(con, "ASKING").expect("ASKING");
+                        assert_eq!(ok, "OK");
+                        run::<Value>(con, &[command, &key]).expect("read under ASKING")
+                    };
+                    let Value::BulkString(dump) = asking(b"DUMP") else {
+                        panic!("no DUMP")
+                    };
+                    let Value::Int(at) = asking(b"PEXPIRETIME") else {
+                        panic!("no PEXPIRETIME")
+                    };
+                    (key, dump, at)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A client blocked in ACQUIRE on its own connection; its reply comes back through `done`.
+fn block_acquire(
+    server: &Server,
+    text: String,
+) -> std::sync::mpsc::Receiver<Result<Value, String>> {
+    let mut con = connect(server);
+    let (done, reply) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let result = line::<Value>(&mut con, &text).map_err(|e| error_line(&e));
+        let _ = done.send(result);
+    });
+    reply
+}
+
+fn blocked_clients(con: &mut Connection) -> i64 {
+    let info: String = line(con, "INFO clients").expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("blocked_clients in INFO clients")
+}
+
+fn wait_for_blocked(con: &mut Connection, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked_clients(con) != n {
+        assert!(Instant::now() < deadline, "never {n} blocked clients");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_limiter_split_by_a_live_resharding_gets_tryagain_and_is_never_granted_twice() {
+    let mut cluster = Cluster::start();
+    let (source, target, third) = (0, 1, 2);
+    // Hash first, state first, and the hash in the middle; the last for a PER_CLIENT state.
+    let plans: [(Option<&'static str>, [usize; 3]); 4] = [
+        (None, [0, 1, 2]),
+        (None, [1, 2, 0]),
+        (None, [2, 0, 1]),
+        (Some("c1"), [1, 0, 2]),
+    ];
+    let mut limiters = Vec::new();
+    let mut slots = BTreeSet::new();
+    for i in 0.. {
+        if limiters.len() == plans.len() {
+            break;
+        }
+        let name = format!("reshard-{i}");
+        let slot = cluster.slot(name.as_bytes());
+        if cluster.owner_of_slot(slot) == source && slots.insert(slot) {
+            let (client, order) = plans[limiters.len()];
+            limiters.push(Resharded::new(name, client, order, slot));
+        }
+    }
+    let ids: Vec<String> = cluster.conns.iter_mut().map(node_id).collect();
+    let target_port = cluster.nodes[target].port;
+
+    for lim in &limiters {
+        let mode = if lim.client.is_some() {
+            " PER_CLIENT"
+        } else {
+            ""
+        };
+        let created = line::<i64>(
+            &mut cluster.conns[source],
+            &format!("RATELIMIT.SETRATE {} 5 60000{mode}", lim.name),
+        );
+        assert_eq!(created, Ok(1));
+        // Spend the rate.
+        let granted = attempt(
+            &mut cluster.conns[source],
+            false,
+            &lim.command("TRYACQUIRE", "5"),
+        );
+        assert_eq!(granted, Ok(Value::Nil));
+        let originals: Vec<Option<Vec<u8>>> = lim
+            .keys
+            .iter()
+            .map(|k| dump(&mut cluster.conns[source], k))
+            .collect();
+        assert!(originals.iter().all(Option::is_some), "{originals:?}");
+
+        let slot = lim.slot.to_string();
+        let importing = format!("CLUSTER SETSLOT {slot} IMPORTING {}", ids[source]);
+        let migrating = format!("CLUSTER SETSLOT {slot} MIGRATING {}", ids[target]);
+        assert_eq!(
+            line::<String>(&mut cluster.conns[target], &importing),
+            Ok("OK".into())
+        );
+        assert_eq!(
+            line::<String>(&mut cluster.conns[source], &migrating),
+            Ok("OK".into())
+        );
+
+        // A client already waiting on the source: no client is there to route its grant.
+        let waiter = block_acquire(&cluster.nodes[source], lim.command("ACQUIRE", "1"));
+        wait_for_blocked(&mut cluster.conns[source], 1);
+
+        let mut moved = [false; 3];
+        check_step(&mut cluster, lim, (source, target), moved);
+        for (step, &index) in lim.order.iter().enumerate() {
+            let migrate = format!("MIGRATE 127.0.0.1 {target_port} {} 0 5000", lim.keys[index]);
+            assert_eq!(
+                line::<String>(&mut cluster.conns[source], &migrate),
+                Ok("OK".into()),
+                "{migrate}"
+            );
+            moved[index] = true;
+            if step == 0 {
+                // The MIGRATE deleted a watched key on the source, which serves the queue.
+                let served = waiter
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("the waiter is answered once its limiter is split");
+                assert_eq!(served, Err(TRYAGAIN.to_string()), "{}", lim.name);
+                wait_for_blocked(&mut cluster.conns[source], 0);
+            }
+            check_step(&mut cluster, lim, (source, target), moved);
+        }
+
+        // Finish as `redis-cli --cluster reshard` does: every node learns the new owner.
+        for node in [target, source, third] {
+            let assign = format!("CLUSTER SETSLOT {slot} NODE {}", ids[target]);
+            assert_eq!(
+                line::<String>(&mut cluster.conns[node], &assign),
+                Ok("OK".into())
+            );
+        }
+        // The target serves the limiter with its state intact: still spent.
+        let left_behind = cluster.keys_of(source);
+        for (key, original) in lim.keys.iter().zip(&originals) {
+            assert_eq!(&dump(&mut cluster.conns[target], key), original, "{key}");
+            assert!(!left_behind.contains(&key.as_bytes().to_vec()), "{key}");
+        }
+        for permits in ["5", "1"] {
+            let reply = attempt(
+                &mut cluster.conns[target],
+                false,
+                &lim.command("TRYACQUIRE", permits),
+            );
+            assert!(matches!(reply, Ok(Value::Int(ms)) if ms > 0), "{reply:?}");
+        }
+        assert_eq!(
+            attempt(
+                &mut cluster.conns[target],
+                false,
+                &lim.command("AVAILABLE", "")
+            ),
+            Ok(Value::Int(0))
+        );
+        let moved_error = attempt(
+            &mut cluster.conns[source],
+            false,
+            &lim.command("TRYACQUIRE", "1"),
+        );
+        assert_eq!(
+            moved_error,
+            Err(format!("MOVED {slot} 127.0.0.1:{target_port}"))
+        );
+    }
+    for (i, node) in cluster.nodes.iter_mut().enumerate() {
+        assert!(node.is_alive(), "node {i} died:\n{}", node.log());
+    }
+}
