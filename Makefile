@@ -48,7 +48,8 @@ ci: deps lint test test-valkey
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
-## BENCH_ARGS=--quick for a short smoke run.
+## BENCH_ARGS=--quick for a short smoke run, BENCH_ARGS=--worst for only the worst-case table
+## (one call on logs of 10k/100k/1M members).
 bench: release
 	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)

@@ -5,6 +5,8 @@
 //! ```text
 //! cargo run --release --example bench                       # the full benchmark (make bench)
 //! cargo run --release --example bench -- --quick            # fewer calls, a smoke run
+//! cargo run --release --example bench -- --worst [--quick]  # only the worst cases
+//!                                                           # (examples/bench/worst.rs)
 //! cargo run --release --example bench -- profile [--window N] [--calls N] [--top N]
 //!                                                           # instructions per call (callgrind)
 //! ```
@@ -29,6 +31,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
+// The crate root is examples/bench.rs, so its modules would be looked up in examples/, where
+// cargo would take them for examples of their own.
+#[path = "bench/worst.rs"]
+mod worst;
+
 type Res<T> = Result<T, Box<dyn Error>>;
 
 /// The frozen clock starts here: 2026-01-01T00:00:00Z in unix ms.
@@ -50,7 +57,9 @@ fn main() {
     let result = match args.first().map(String::as_str) {
         Some("profile") => profile(&args[1..]),
         Some("-h" | "--help") => {
-            println!("usage: bench [--quick] | bench profile [--window N] [--calls N] [--top N]");
+            println!(
+                "usage: bench [--quick] [--worst] | bench profile [--window N] [--calls N] [--top N]"
+            );
             Ok(())
         }
         _ => full(&args),
@@ -113,8 +122,17 @@ impl Memory {
 
 fn full(args: &[String]) -> Res<()> {
     let quick = args.iter().any(|a| a == "--quick");
-    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
+    let worst_only = args.iter().any(|a| a == "--worst");
+    if let Some(bad) = args.iter().find(|a| *a != "--quick" && *a != "--worst") {
         return Err(format!("unknown argument '{bad}' (try --help)").into());
+    }
+    let worst_sizes: &[i64] = if quick {
+        &worst::QUICK_SIZES
+    } else {
+        &worst::SIZES
+    };
+    if worst_only {
+        return worst_cases(quick, worst_sizes);
     }
     let plan = if quick {
         Plan {
@@ -142,7 +160,7 @@ fn full(args: &[String]) -> Res<()> {
         machine.cpus, machine.cpu_model, machine.redis_version
     );
     let busy_before = wait_until_quiet(Duration::from_secs(if quick { 0 } else { 120 }));
-    let server = Server::start(&module, &[])?;
+    let server = Server::start(&module, &[], &[])?;
     let mut con = server.conn()?;
     set_clock(&mut con, T0)?;
     let mut clock = T0;
@@ -230,12 +248,16 @@ fn full(args: &[String]) -> Res<()> {
     let busy_during = load.others(&mut con);
     drop(server);
 
+    // The worst cases, on a server of their own (with a replication backlog).
+    let worst = worst::run(&module, worst_sizes)?;
+
     let report = Report {
         machine,
         plan,
         windows,
         incr,
         throughput,
+        worst,
         busy: (busy_before, busy_during),
         seconds: started.elapsed().as_secs_f64(),
     };
@@ -246,6 +268,42 @@ fn full(args: &[String]) -> Res<()> {
     let json_path = dir.join("latest.json");
     fs::write(&json_path, report.json())?;
     fs::write(dir.join("latest.txt"), &text)?;
+    println!("written: {}", json_path.display());
+    Ok(())
+}
+
+/// `--worst`: only the worst cases. Written to bench/results/worst.json (and worst.txt), so a
+/// full run's latest.json is kept.
+fn worst_cases(quick: bool, sizes: &[i64]) -> Res<()> {
+    let started = Instant::now();
+    let machine = Machine::probe();
+    let module = module_path();
+    println!("ratelimit bench --worst: module {}", module.display());
+    let busy_before = wait_until_quiet(Duration::from_secs(if quick { 0 } else { 120 }));
+    let worst = worst::run(&module, sizes)?;
+    let mut text = worst.table();
+    let _ = writeln!(
+        text,
+        "\nMachine: {} CPUs, {}; {}; source {}; run took {:.0}s; CPU used by other processes before the run: {}",
+        machine.cpus,
+        machine.cpu_model,
+        machine.redis_version,
+        machine.source,
+        started.elapsed().as_secs_f64(),
+        percent(busy_before)
+    );
+    println!("\n{text}");
+    let json = format!(
+        "{{\n  \"machine\": {},\n  \"worst_cases\": {},\n  \"other_load_before\": {}\n}}\n",
+        machine.json(),
+        worst.json(),
+        busy_before.map_or("null".into(), |b| format!("{b:.3}"))
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    fs::create_dir_all(&dir)?;
+    let json_path = dir.join("worst.json");
+    fs::write(&json_path, json)?;
+    fs::write(dir.join("worst.txt"), &text)?;
     println!("written: {}", json_path.display());
     Ok(())
 }
@@ -733,6 +791,7 @@ struct Report {
     windows: Vec<WindowResult>,
     incr: Cpu,
     throughput: Option<Throughput>,
+    worst: worst::Worst,
     /// Share of all CPUs used by other processes just before and during the run.
     busy: (Option<f64>, Option<f64>),
     seconds: f64,
@@ -906,6 +965,7 @@ impl Report {
                 m.encoding
             );
         }
+        let _ = writeln!(s, "\n{}", self.worst.table().trim_end());
         let _ = writeln!(s, "\nTargets");
         for t in self.targets() {
             let _ = writeln!(
@@ -944,15 +1004,7 @@ impl Report {
 
     fn json(&self) -> String {
         let mut j = String::from("{\n");
-        let m = &self.machine;
-        let _ = writeln!(
-            j,
-            "  \"machine\": {{\"cpus\": {}, \"cpu_model\": {}, \"redis_version\": {}, \"source\": {}}},",
-            m.cpus,
-            quote(&m.cpu_model),
-            quote(&m.redis_version),
-            quote(&m.source)
-        );
+        let _ = writeln!(j, "  \"machine\": {},", self.machine.json());
         let _ = writeln!(
             j,
             "  \"cpu_per_call\": {{\"unit\": \"usec\", \"source\": \"INFO commandstats usec/calls\", \"reps\": {}, \"calls_per_rep\": {}, \"incr\": {:.4}, \"windows\": [",
@@ -1015,6 +1067,7 @@ impl Report {
                 let _ = writeln!(j, "{}\n  ]}},", rows.join(",\n"));
             }
         }
+        let _ = writeln!(j, "  \"worst_cases\": {},", self.worst.json());
         let targets: Vec<String> = self
             .targets()
             .iter()
@@ -1088,6 +1141,16 @@ struct Machine {
 }
 
 impl Machine {
+    fn json(&self) -> String {
+        format!(
+            "{{\"cpus\": {}, \"cpu_model\": {}, \"redis_version\": {}, \"source\": {}}}",
+            self.cpus,
+            quote(&self.cpu_model),
+            quote(&self.redis_version),
+            quote(&self.source)
+        )
+    }
+
     fn probe() -> Machine {
         let cpus = thread::available_parallelism().map_or(0, |n| n.get());
         let cpu_model = Command::new("lscpu")
@@ -1283,7 +1346,7 @@ fn profile(args: &[String]) -> Res<()> {
         "--instr-atstart=no".into(),
         format!("--callgrind-out-file={}", out_file.display()),
     ];
-    let server = Server::start(&module, &wrapper)?;
+    let server = Server::start(&module, &wrapper, &[])?;
     let pid = server.child.id().to_string();
     let mut con = server.conn()?;
     set_clock(&mut con, T0)?;
@@ -1457,8 +1520,9 @@ impl Drop for Server {
 
 impl Server {
     /// redis-server on a free loopback port, with the module and its debug commands, no
-    /// persistence; `wrapper` runs it under another program (valgrind).
-    fn start(module: &Path, wrapper: &[String]) -> Res<Server> {
+    /// persistence; `wrapper` runs it under another program (valgrind); `extra` are more
+    /// server options.
+    fn start(module: &Path, wrapper: &[String], extra: &[&str]) -> Res<Server> {
         if !module.exists() {
             return Err(format!(
                 "{} is missing: run `make bench`, or `cargo build --release` first",
@@ -1485,6 +1549,7 @@ impl Server {
             let child = cmd
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
+                .args(extra)
                 .arg("--dir")
                 .arg(&dir)
                 .arg("--logfile")
