@@ -17,7 +17,7 @@ MODULE_RELEASE := target/release/libratelimit.so
 deps:
 	@missing=""; \
 	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
