@@ -46,14 +46,15 @@ deps-java:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; }
 
 ## The Redisson interop suite (tests/redisson/README.md): Maven runs it quietly; the last line is
-## Surefire's summary, added up from its per-class reports.
+## Surefire's summary, added up from its per-class reports (on a line of its own: Maven ends
+## its quiet output with two colour-reset codes and no newline).
 test-redisson: build deps-java
 	@rm -rf tests/redisson/target/surefire-reports
 	@RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		mvn -q -B -f tests/redisson/pom.xml test; rc=$$?; \
 	cat tests/redisson/target/surefire-reports/*.txt 2>/dev/null | awk -F'[:,] *' \
 		'/^Tests run:/ { n += $$2; f += $$4; e += $$6; s += $$8 } \
-		END { printf "redisson interop: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", n, f, e, s }'; \
+		END { printf "\nredisson interop: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", n, f, e, s }'; \
 	exit $$rc
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.

@@ -206,6 +206,14 @@ abstract class InteropBase {
         return log(key).stream().map(Entry::permits).toList();
     }
 
+    /**
+     * The permits logged, as a sorted multiset: grants from both sides in the same millisecond
+     * share a score, and the zset then orders them by their random ids.
+     */
+    static List<Long> loggedSorted(String key) {
+        return log(key).stream().map(Entry::permits).sorted().toList();
+    }
+
     static byte[] bytes(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
     }
