@@ -2,6 +2,7 @@
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
 #   make test-valkey  the same tests against Valkey 8.0
+#   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 
 REDIS_SERVER ?= redis-server
@@ -9,14 +10,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps build release run test test-valkey lint ci clean bench
+.PHONY: deps deps-java build release run test test-redisson test-valkey lint ci clean bench
 
 ## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
 ## redis-module) with apt, only if they are missing.
 deps:
 	@missing=""; \
 	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -35,6 +36,26 @@ run: release
 ## cargo test does not build a cdylib for the integration tests: build it first.
 test: build
 	cargo test
+	$(MAKE) --no-print-directory test-redisson
+
+## Java 17 and Maven for the Redisson interop suite, with apt, only if they are missing.
+deps-java:
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+		echo "installing: maven openjdk-17-jdk-headless"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; }
+
+## The Redisson interop suite (tests/redisson/README.md): Maven runs it quietly; the last line is
+## Surefire's summary, added up from its per-class reports (on a line of its own: Maven ends
+## its quiet output with two colour-reset codes and no newline).
+test-redisson: build deps-java
+	@rm -rf tests/redisson/target/surefire-reports
+	@RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
+		mvn -q -B -f tests/redisson/pom.xml test; rc=$$?; \
+	cat tests/redisson/target/surefire-reports/*.txt 2>/dev/null | awk -F'[:,] *' \
+		'/^Tests run:/ { n += $$2; f += $$4; e += $$6; s += $$8 } \
+		END { printf "\nredisson interop: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", n, f, e, s }'; \
+	exit $$rc
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
 test-valkey: build
