@@ -28,6 +28,11 @@ impl<'a> Tokens<'a> {
         arg
     }
 
+    /// The next argument, left in place.
+    pub fn peek(&self) -> Option<&'a [u8]> {
+        self.args.get(self.pos).copied()
+    }
+
     /// The argument an option takes; its absence is a syntax error, as in Redis.
     pub fn value_of_option(&mut self) -> Result<&'a [u8], Error> {
         self.next_arg().ok_or(Error::Syntax)

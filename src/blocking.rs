@@ -27,7 +27,7 @@ use crate::key::{self, Access};
 use crate::limiter::Outcome;
 use crate::queue::{self, QueueId, Removed, Request, TimerId, WaiterId};
 use crate::stats;
-use crate::store::{self, Limiter, Turn};
+use crate::store::{self, Creation, Limiter, Turn};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
 const PAUSED_RETRY_MS: i64 = 10;
@@ -46,6 +46,8 @@ pub struct Acquire<'a> {
     /// 0 waits forever.
     pub timeout_ms: i64,
     pub client: Option<&'a [u8]>,
+    /// Creates the limiter on first use.
+    pub create: Option<Creation>,
 }
 
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.
@@ -61,7 +63,14 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
         Turn::BehindWaiters
     };
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    let wait = match limiter.try_acquire(request.client, request.permits, now, turn)? {
+    let verdict = limiter.try_acquire(
+        request.client,
+        request.permits,
+        now,
+        turn,
+        request.create.as_ref(),
+    )?;
+    let wait = match verdict.outcome {
         Outcome::Acquired => {
             stats::add(&stats::ACQUIRED);
             return Ok(RedisValue::Null);
@@ -192,9 +201,10 @@ fn serve(ctx: &Context, queue: QueueId) {
                 request.permits,
                 clock::now_ms(),
                 Turn::FirstInLine,
+                None,
             )
         });
-        let served = match result {
+        let served = match result.map(|verdict| verdict.outcome) {
             Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
             Ok(Outcome::Acquired) => {
                 stats::add(&stats::ACQUIRED);

@@ -39,6 +39,10 @@ pub enum Error {
     Debug(&'static str),
     /// The caller's ACL does not allow a key the limiter derives from its name.
     NoPermission { key: Vec<u8> },
+    /// ALLOWALL listed a key twice.
+    KeyListedTwice { key: Vec<u8> },
+    /// An error of one limiter of several (ALLOWALL), naming it.
+    OfLimiter { key: Vec<u8>, error: Box<Error> },
     /// In cluster mode, a name whose derived keys hash to another slot (such as `a{b`).
     CrossSlot { name: Vec<u8> },
     /// In cluster mode, some of the limiter's keys are missing here while its slot is being
@@ -47,6 +51,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error as one of several limiters' errors: it names the limiter unless it already
+    /// names a key of its own.
+    pub fn of_limiter(self, key: &[u8]) -> Self {
+        match self {
+            Error::Corrupt { .. }
+            | Error::NoPermission { .. }
+            | Error::CrossSlot { .. }
+            | Error::OfLimiter { .. } => self,
+            error => Error::OfLimiter {
+                key: key.to_vec(),
+                error: Box::new(error),
+            },
+        }
+    }
+
     pub fn corrupt(key: &[u8], problem: impl Into<String>) -> Self {
         Error::Corrupt {
             key: key.to_vec(),
@@ -96,6 +115,16 @@ impl fmt::Display for Error {
             ),
             Error::SlotMigrating => {
                 f.write_str("TRYAGAIN Multiple keys request during rehashing of slot")
+            }
+            Error::KeyListedTwice { key } => {
+                write!(f, "ERR key '{}' is listed more than once", Printable(key))
+            }
+            Error::OfLimiter { key, error } => {
+                let shown = match error.as_ref() {
+                    Error::WrongArity => "ERR wrong number of arguments".to_string(),
+                    other => other.to_string(),
+                };
+                write!(f, "{shown} (limiter '{}')", Printable(key))
             }
             Error::CrossSlot { name } => {
                 // Suggest the name with its braces removed, as a complete tag: always valid.
@@ -171,6 +200,20 @@ mod tests {
         let shown = Printable(&[0u8; 300]).to_string();
         assert_eq!(shown.len(), 256 * 4 + "...(44 more bytes)".len());
         assert_eq!(Printable(&[b'x'; 256]).to_string(), "x".repeat(256));
+    }
+
+    #[test]
+    fn errors_of_one_limiter_of_several_name_it() {
+        assert_eq!(
+            Error::NotInitialized.of_limiter(b"day").to_string(),
+            "ERR RateLimiter is not initialized (limiter 'day')"
+        );
+        assert_eq!(
+            Error::WrongType.of_limiter(b"day").to_string(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value (limiter 'day')"
+        );
+        let corrupt = Error::corrupt(b"{day}:value", "value is not an integer");
+        assert_eq!(corrupt.clone().of_limiter(b"day"), corrupt);
     }
 
     #[test]

@@ -118,8 +118,10 @@ fn deinit(ctx: &Context) -> Status {
 }
 
 /// The docs of the commands in the `redis_module!` list below.
-const DOCS: [&commands::doc::Doc; 9] = [
+const DOCS: [&commands::doc::Doc; 11] = [
     &commands::acquire::DOC,
+    &commands::allow::DOC,
+    &commands::allowall::DOC,
     &commands::setrate::DOC,
     &commands::tryacquire::DOC,
     &commands::config::DOC,
@@ -174,6 +176,9 @@ redis_module! {
         ["ratelimit.setrate", counted!(commands::setrate::run), "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.tryacquire", counted!(commands::tryacquire::run), "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.acquire", counted!(commands::acquire::run), "write deny-oom blocking", 1, 1, 1, ""],
+        ["ratelimit.allow", counted!(commands::allow::run), "write deny-oom", 1, 1, 1, ""],
+        // Its keys (numkeys key [key ...]) are declared by the key spec set at load.
+        ["ratelimit.allowall", counted!(commands::allowall::run), "write deny-oom", 0, 0, 0, ""],
         ["ratelimit.config", counted!(commands::config::run), "readonly fast", 1, 1, 1, ""],
         ["ratelimit.available", counted!(commands::available::run), "readonly", 1, 1, 1, ""],
         ["ratelimit.release", counted!(commands::release::run), "write deny-oom", 1, 1, 1, ""],

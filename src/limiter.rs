@@ -108,6 +108,43 @@ pub struct Acquire {
     pub available_after: i64,
     /// Milliseconds until every permit logged after this plan has expired; 0 if none is.
     pub reset_after: i64,
+    /// What is stored and logged before the plan, for [`Acquire::without_grant`].
+    stored: Option<i64>,
+    newest_live: Option<i64>,
+}
+
+impl Acquire {
+    /// A request refused because clients blocked in ACQUIRE wait ahead of it: nothing written.
+    pub fn waiting(wait: i64, available: i64, reset_after: i64) -> Acquire {
+        Acquire {
+            outcome: Outcome::Wait(wait),
+            prune: Prune::Nothing,
+            append: None,
+            value: None,
+            available_after: available,
+            reset_after,
+            stored: None,
+            newest_live: None,
+        }
+    }
+
+    /// The same attempt, refused: the prune and the refreshed value are kept, nothing is taken
+    /// (an all-or-nothing acquisition over several limiters that one of them refuses).
+    pub fn without_grant(&self, now: i64, interval: i64) -> Acquire {
+        let Some(entry) = self.append else {
+            return *self;
+        };
+        let available = self
+            .available_after
+            .saturating_add(i64::from(entry.permits));
+        Acquire {
+            append: None,
+            value: value_to_write(self.stored, available, false),
+            available_after: available,
+            reset_after: self.newest_live.map_or(0, |t| free_in(t, now, interval)),
+            ..*self
+        }
+    }
 }
 
 /// The writes a release makes: prune, remove the newest entries, shrink the next one, store the value.
@@ -227,6 +264,8 @@ pub fn try_acquire<L: PermitLog>(
             value: value_to_write(stored, available - wanted, true),
             available_after: available - wanted,
             reset_after: free_in(newest, now, config.interval),
+            stored,
+            newest_live: state.newest_live,
         });
     }
     // Live entries that can never cover the request (the value was lowered by hand): the
@@ -244,7 +283,24 @@ pub fn try_acquire<L: PermitLog>(
         reset_after: state
             .newest_live
             .map_or(0, |t| free_in(t, now, config.interval)),
+        stored,
+        newest_live: state.newest_live,
     })
+}
+
+/// What a limiter's state says now, without writing: the permits available (unclamped: negative
+/// while a lowered rate's debt is paid) and the milliseconds until every logged permit expired.
+pub fn status<L: PermitLog>(
+    config: &Config,
+    stored: Option<i64>,
+    log: &L,
+    now: i64,
+) -> Result<(i64, i64), L::Error> {
+    let state = refresh(config, stored, log, now)?;
+    let reset = state
+        .newest_live
+        .map_or(0, |t| free_in(t, now, config.interval));
+    Ok((state.available, reset))
 }
 
 /// Permits available now, within `0..=rate`, without writing anything.
@@ -923,6 +979,24 @@ mod tests {
         let plan = acquire(&cfg, Some(0), &log, 5_000, 2);
         assert_eq!(plan.outcome, Outcome::Wait(5_001));
         assert!(log.reads() <= 4);
+    }
+
+    #[test]
+    fn a_grant_declined_keeps_the_prune_and_takes_nothing() {
+        let cfg = overall(5, 1000);
+        let log = MemLog::with(&[(0, 2), (600, 1)]);
+        let plan = acquire(&cfg, Some(2), &log, 1000, 3);
+        assert_eq!(plan.outcome, Outcome::Acquired);
+        assert_eq!((plan.available_after, plan.reset_after), (1, 1000));
+        let declined = plan.without_grant(1000, 1000);
+        assert_eq!(declined.append, None);
+        assert_eq!(declined.prune, Prune::UpTo(0));
+        assert_eq!(declined.value, Some(4), "2 + 2 expired");
+        assert_eq!((declined.available_after, declined.reset_after), (4, 600));
+        let refused = acquire(&cfg, Some(0), &log, 700, 3);
+        assert_eq!(refused.without_grant(700, 1000), refused);
+        assert_eq!(status(&cfg, Some(2), &log, 1000), Ok((4, 600)));
+        assert_eq!(status(&cfg, None, &MemLog::default(), 1000), Ok((5, 0)));
     }
 
     #[test]

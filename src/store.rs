@@ -11,7 +11,7 @@ use crate::args;
 use crate::error::Error;
 use crate::key::{Access, FieldName, Key, Kind};
 use crate::keyspace::{self, StateKeys};
-use crate::limiter::{self, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
+use crate::limiter::{self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
 use crate::migration;
 use crate::queue::{self, StateId};
 
@@ -74,6 +74,60 @@ pub struct RateChange<'a> {
     pub condition: Option<Condition>,
     pub keep_state: bool,
     pub client: Option<&'a [u8]>,
+}
+
+/// A limiter to create on first use (the `RATE` option of the acquiring commands), exactly as
+/// `SETRATE key rate interval [mode] [KEEPALIVE ms] NX` would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Creation {
+    pub rate: i64,
+    pub interval: i64,
+    pub mode: Mode,
+    pub keep_alive: i64,
+}
+
+impl Creation {
+    fn config(&self) -> Config {
+        Config {
+            rate: self.rate,
+            interval: self.interval,
+            mode: self.mode,
+            keep_alive: self.keep_alive,
+        }
+    }
+}
+
+/// An acquisition read and decided, not yet written (see [`Limiter::attempt`]).
+pub struct Attempt<'c> {
+    config: Config,
+    created: Option<Creation>,
+    state: State<'c>,
+    plan: Acquire,
+    turn: Turn,
+    now: i64,
+    /// Permits queued ahead by blocked ACQUIRE clients.
+    queued: u64,
+}
+
+impl Attempt<'_> {
+    /// Whether the attempt would take its permits.
+    pub fn grants(&self) -> bool {
+        self.plan.append.is_some()
+    }
+}
+
+/// What an acquisition did, with what an HTTP API needs to answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// `Acquired`, or the wait; `Wait(0)` for permits free here but not taken because another
+    /// limiter of an all-or-nothing acquisition refused.
+    pub outcome: Outcome,
+    pub limit: i64,
+    /// Permits a new request could take right after this call, within `0..=limit`, counting
+    /// what queued ACQUIRE clients wait for as taken.
+    pub remaining: i64,
+    /// Milliseconds until every permit logged has expired; 0 if none is.
+    pub reset_after: i64,
 }
 
 /// SETRATE's NX / XX.
@@ -220,8 +274,32 @@ impl<'c> Limiter<'c> {
         permits: u32,
         now: i64,
         turn: Turn,
-    ) -> Result<Outcome, Error> {
-        let config = self.require_config()?;
+        create: Option<&Creation>,
+    ) -> Result<Verdict, Error> {
+        let attempt = self.attempt(client, permits, now, turn, create)?;
+        self.commit(&attempt, true)
+    }
+
+    /// Reads and decides an acquisition without writing anything: the plan, and whether the
+    /// limiter must first be created (`create`, when its hash does not exist).
+    pub fn attempt(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+        turn: Turn,
+        create: Option<&Creation>,
+    ) -> Result<Attempt<'c>, Error> {
+        let (config, created) = match (self.config()?, create) {
+            (Some(config), _) => (config, None),
+            (None, Some(creation)) => {
+                migration::refuse_split(self.ctx, &self.name, &[&self.hash])?;
+                (creation.config(), Some(*creation))
+            }
+            (None, None) => {
+                return Err(self.require_config().err().unwrap_or(Error::NotInitialized))
+            }
+        };
         if i64::from(permits) > config.rate {
             return Err(Error::PermitsExceedRate);
         }
@@ -231,14 +309,47 @@ impl<'c> Limiter<'c> {
             Turn::FirstInLine => None,
             Turn::BehindWaiters | Turn::Queueing => self.queued_permits(&state),
         };
-        if let Some(ahead) = queued {
+        let plan = match queued {
             // Take nothing while others wait; hint at when they and this request could fit.
-            let wait = hint(&config, stored, &state, now, ahead, permits)?;
-            self.apply_ttl_rule(&config, &state, wait);
-            return Ok(Outcome::Wait(wait));
+            Some(ahead) => {
+                let wait = hint(&config, stored, &state, now, ahead, permits)?;
+                let (available, reset_after) = limiter::status(&config, stored, &state, now)?;
+                Acquire::waiting(wait, available, reset_after)
+            }
+            None => limiter::try_acquire(&config, stored, &state, now, permits)?,
+        };
+        Ok(Attempt {
+            config,
+            created,
+            state,
+            plan,
+            turn,
+            now,
+            queued: queued.unwrap_or(0),
+        })
+    }
+
+    /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
+    /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
+    /// value and the TTL rule.
+    pub fn commit(&self, attempt: &Attempt<'_>, grant: bool) -> Result<Verdict, Error> {
+        let Attempt {
+            config,
+            created,
+            state,
+            turn,
+            now,
+            queued,
+            ..
+        } = attempt;
+        let plan = if grant {
+            attempt.plan
+        } else {
+            attempt.plan.without_grant(*now, config.interval)
+        };
+        if let Some(creation) = created {
+            self.create(creation);
         }
-        let plan = limiter::try_acquire(&config, stored, &state, now, permits)?;
-        // Everything is read and decoded: from here on, only writes.
         state.prune(plan.prune);
         if let Some(entry) = plan.append {
             state.log(entry)?;
@@ -249,10 +360,43 @@ impl<'c> Limiter<'c> {
         // A refusal that leaves a client waiting keeps the limiter alive until its turn.
         let waiting = match (plan.outcome, turn) {
             (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
+            (Outcome::Wait(ms), Turn::BehindWaiters) if *queued > 0 => ms,
             _ => 0,
         };
-        self.apply_ttl_rule(&config, &state, waiting);
-        Ok(plan.outcome)
+        self.apply_ttl_rule(config, state, waiting);
+        let ahead = i64::try_from(*queued).unwrap_or(i64::MAX);
+        Ok(Verdict {
+            outcome: if plan.append.is_some() {
+                Outcome::Acquired
+            } else {
+                match plan.outcome {
+                    Outcome::Wait(ms) => Outcome::Wait(ms),
+                    Outcome::Acquired => Outcome::Wait(0),
+                }
+            },
+            limit: config.rate,
+            remaining: plan
+                .available_after
+                .saturating_sub(ahead)
+                .clamp(0, config.rate.max(0)),
+            reset_after: plan.reset_after,
+        })
+    }
+
+    /// Writes the hash of a limiter created on first use, as SETRATE NX does.
+    fn create(&self, creation: &Creation) {
+        let rate = creation.rate.to_string();
+        let interval = creation.interval.to_string();
+        let keep_alive = creation.keep_alive.to_string();
+        self.hash.hash_set(&[
+            (keyspace::FIELD_RATE, rate.as_bytes()),
+            (keyspace::FIELD_INTERVAL, interval.as_bytes()),
+            (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
+            (keyspace::FIELD_TYPE, type_field(creation.mode)),
+        ]);
+        if creation.keep_alive > 0 {
+            self.hash.set_ttl(creation.keep_alive);
+        }
     }
 
     /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).
@@ -293,11 +437,16 @@ impl<'c> Limiter<'c> {
         }
     }
 
-    /// AVAILABLE: permits available now, computed without writing.
+    /// AVAILABLE: permits a new request could take now, computed without writing: what queued
+    /// ACQUIRE clients wait for counts as taken (a new request is refused while they wait).
     pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
-        limiter::available(&config, state.stored_value()?, &state, now)
+        let available = limiter::available(&config, state.stored_value()?, &state, now)?;
+        let queued = self.queued_permits(&state).unwrap_or(0);
+        Ok(available
+            .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
+            .max(0))
     }
 
     /// RELEASE: give back up to `permits` of the newest acquisitions. Returns how many.
@@ -345,10 +494,7 @@ impl<'c> Limiter<'c> {
     /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
     pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error> {
         let fields = self.fields();
-        let new_type = match change.mode {
-            Mode::Overall => keyspace::TYPE_OVERALL,
-            Mode::PerClient => keyspace::TYPE_PER_CLIENT,
-        };
+        let new_type = type_field(change.mode);
         let rate = change.rate.to_string();
         let interval = change.interval.to_string();
         let keep_alive = change.keep_alive.to_string();
@@ -681,6 +827,14 @@ fn refuse_cross_slot(ctx: &Context, name: &[u8]) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// The `type` field a mode is stored as.
+fn type_field(mode: Mode) -> &'static [u8] {
+    match mode {
+        Mode::Overall => keyspace::TYPE_OVERALL,
+        Mode::PerClient => keyspace::TYPE_PER_CLIENT,
+    }
 }
 
 /// The mode a `type` field means: exactly `1` is PER_CLIENT, anything else OVERALL.

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const COMMANDS: [&str; 9] = [
+const COMMANDS: [&str; 11] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
+    "ratelimit.allow",
+    "ratelimit.allowall",
     "ratelimit.config",
     "ratelimit.available",
     "ratelimit.release",
@@ -20,6 +22,11 @@ const COMMANDS: [&str; 9] = [
     "ratelimit.expire",
     "ratelimit.persist",
 ];
+
+/// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]` as rendered.
+const RATE: &str = "[RATE create(block: rate(integer) | interval(integer) | \
+    [mode(oneof: OVERALL overall(pure-token) | PER_CLIENT per_client(pure-token))] | \
+    [KEEPALIVE ms(integer)])]";
 
 fn text(value: &Value) -> String {
     match value {
@@ -76,12 +83,18 @@ fn render_args(args: &Value) -> Vec<String> {
                 .map(|f| items(f).iter().map(text).collect())
                 .unwrap_or_default();
             for flag in &flags {
-                assert_eq!(flag, "optional", "unexpected argument flag in {out}");
+                assert!(
+                    flag == "optional" || flag == "multiple",
+                    "unexpected argument flag {flag} in {out}"
+                );
             }
-            if flags.is_empty() {
-                out
-            } else {
+            if flags.iter().any(|f| f == "multiple") {
+                out.push_str(" ...");
+            }
+            if flags.iter().any(|f| f == "optional") {
                 format!("[{out}]")
+            } else {
+                out
             }
         })
         .collect()
@@ -123,11 +136,21 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
         ),
         (
             "ratelimit.tryacquire",
-            "key(key #0) [permits(integer)] [CLIENT id(string)]",
+            &format!("key(key #0) [permits(integer)] [CLIENT id(string)] {RATE}"),
         ),
         (
             "ratelimit.acquire",
-            "key(key #0) [permits(integer)] [TIMEOUT ms(integer)] [CLIENT id(string)]",
+            &format!(
+                "key(key #0) [permits(integer)] [TIMEOUT ms(integer)] [CLIENT id(string)] {RATE}"
+            ),
+        ),
+        (
+            "ratelimit.allow",
+            &format!("key(key #0) [permits(integer)] [CLIENT id(string)] {RATE}"),
+        ),
+        (
+            "ratelimit.allowall",
+            "numkeys(integer) key(key #0) ... [PERMITS n(integer)] [CLIENT id(string)]",
         ),
         ("ratelimit.config", "key(key #0)"),
         ("ratelimit.available", "key(key #0) [CLIENT id(string)]"),
@@ -151,6 +174,7 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
     ];
     let mut summaries = BTreeSet::new();
     for (name, args) in expected {
+        let args = args.to_string();
         let [summary, since, complexity, group, module, rendered] =
             docs(&mut con, name).unwrap_or_else(|| panic!("no COMMAND DOCS for {name}"));
         assert!(summary.len() > 20, "{name}: summary {summary:?}");
@@ -255,6 +279,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("ratelimit.setrate", -4, "write denyoom module", rw),
         ("ratelimit.tryacquire", -2, "write denyoom module", rw),
         ("ratelimit.acquire", -2, "write denyoom blocking module", rw),
+        ("ratelimit.allow", -2, "write denyoom module", rw),
         ("ratelimit.config", 2, "readonly fast module", "RO access"),
         ("ratelimit.available", -2, "readonly module", "RO access"),
         ("ratelimit.release", -3, "write denyoom module", rw),
@@ -296,6 +321,20 @@ fn command_info_gives_arity_flags_and_key_specs() {
             "{name}: one key"
         );
     }
+    // ALLOWALL's keys follow numkeys: the server finds them (movable keys).
+    let (arity, flags, _, _, _, specs) =
+        command_info(&mut con, "ratelimit.allowall").expect("RATELIMIT.ALLOWALL");
+    assert_eq!(arity, -3);
+    assert_eq!(flags, set("write denyoom module movablekeys"));
+    assert_eq!(specs.len(), 1);
+    let find = field(&specs[0], "find_keys").expect("find_keys");
+    assert_eq!(field_text(find, "type").as_deref(), Some("keynum"));
+    let keys: Vec<String> = line(
+        &mut con,
+        "COMMAND GETKEYS RATELIMIT.ALLOWALL 3 a b c PERMITS 2 CLIENT x",
+    )
+    .unwrap();
+    assert_eq!(keys, ["a", "b", "c"]);
     let (arity, flags, first, last, step, specs) =
         command_info(&mut con, "ratelimit.debug").expect("RATELIMIT.DEBUG is loaded");
     assert_eq!(arity, -2);
@@ -376,6 +415,8 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
         ("ratelimit.setrate", "RATELIMIT.SETRATE k 1"),
         ("ratelimit.tryacquire", "RATELIMIT.TRYACQUIRE"),
         ("ratelimit.acquire", "RATELIMIT.ACQUIRE"),
+        ("ratelimit.allow", "RATELIMIT.ALLOW"),
+        ("ratelimit.allowall", "RATELIMIT.ALLOWALL 1"),
         ("ratelimit.config", "RATELIMIT.CONFIG"),
         ("ratelimit.config", "RATELIMIT.CONFIG k extra"),
         ("ratelimit.available", "RATELIMIT.AVAILABLE"),

@@ -4,9 +4,9 @@
 
 use redis_module::{Context, RedisResult, RedisString};
 
-use super::byte_args;
-use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
-use crate::args::{self, Tokens, MAX_DURATION_MS};
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
+use super::{acquire_options, byte_args};
+use crate::args::{self, Tokens};
 use crate::blocking::{self, Acquire};
 use crate::error::Error;
 
@@ -15,12 +15,13 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits, blocking until they are free (first come, first served) or TIMEOUT runs out.",
     complexity: c"As RATELIMIT.TRYACQUIRE when it does not block; O(1) to queue a blocked client.",
     arity: -2,
-    key: Some(UPDATE),
+    key: Keys::First(UPDATE),
     args: &[
         KEY,
         Arg::new(c"permits", Kind::Integer).optional(),
         Arg::new(c"ms", Kind::Integer).after(c"TIMEOUT").optional(),
         CLIENT,
+        RATE,
     ],
 };
 
@@ -31,23 +32,13 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
         Some(arg) => args::permits(arg)?,
         None => 1,
     };
-    let mut timeout = None;
-    let mut client = None;
-    while let Some(token) = tokens.next_arg() {
-        if args::is_keyword(token, "TIMEOUT") {
-            let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
-            args::set_once(&mut timeout, ms)?;
-        } else if args::is_keyword(token, "CLIENT") {
-            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
-        } else {
-            return Err(Error::Syntax);
-        }
-    }
+    let options = acquire_options(&mut tokens, true)?;
     Ok(Acquire {
         key,
         permits,
-        timeout_ms: timeout.unwrap_or(0),
-        client,
+        timeout_ms: options.timeout.unwrap_or(0),
+        client: options.client,
+        create: options.create,
     })
 }
 

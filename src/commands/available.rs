@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::doc::{Doc, CLIENT, KEY, READ};
+use super::doc::{Doc, Keys, CLIENT, KEY, READ};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::clock;
@@ -16,7 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Returns the permits available now, without writing anything.",
     complexity: c"O(log(N)) plus O(1) per expired entry, N being the entries in the log; O(N) when the value must be rebuilt from the log.",
     arity: -2,
-    key: Some(READ),
+    key: Keys::First(READ),
     args: &[KEY, CLIENT],
 };
 

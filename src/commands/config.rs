@@ -6,7 +6,7 @@ use std::os::raw::{c_char, c_long};
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
-use super::doc::{Doc, KEY, READ};
+use super::doc::{Doc, Keys, KEY, READ};
 use crate::error::Error;
 use crate::limiter::{Config, Mode};
 use crate::store::Limiter;
@@ -16,7 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Returns a limiter's rate, interval, type and keepAliveTime.",
     complexity: c"O(1)",
     arity: 2,
-    key: Some(READ),
+    key: Keys::First(READ),
     args: &[KEY],
 };
 

@@ -4,7 +4,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
-use super::doc::{Arg, Doc, Kind};
+use super::doc::{Arg, Doc, Keys, Kind};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
@@ -15,7 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Freezes, advances or releases the module's clock (only with the load option debug-commands yes).",
     complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
     arity: -2,
-    key: None,
+    key: Keys::None,
     args: &[Arg::new(
         c"subcommand",
         Kind::OneOf(&[

@@ -3,7 +3,7 @@
 
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
-use super::doc::{Doc, CLIENT, KEY};
+use super::doc::{Doc, Keys, CLIENT, KEY};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::blocking;
@@ -16,7 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Deletes a limiter: its hash, its OVERALL state and the given client's state.",
     complexity: c"O(N) in the entries of the deleted logs.",
     arity: -2,
-    key: Some(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE),
+    key: Keys::First(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE),
     args: &[KEY, CLIENT],
 };
 

@@ -16,9 +16,19 @@ pub struct Doc {
     pub complexity: &'static CStr,
     /// Redis arity: the exact count including the name, or -N for at least N.
     pub arity: c_int,
-    /// `REDISMODULE_CMD_KEY_*` flags of `key` (argument 1), or None for a keyless command.
-    pub key: Option<u32>,
+    /// Where the command's keys are.
+    pub key: Keys,
     pub args: &'static [Arg],
+}
+
+/// A command's keys, each with its `REDISMODULE_CMD_KEY_*` flags.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    None,
+    /// `key` is argument 1.
+    First(u32),
+    /// `numkeys key [key ...]` from argument 1.
+    Numkeys(u32),
 }
 
 #[derive(Clone, Copy)]
@@ -29,6 +39,8 @@ pub enum Kind {
     /// A bare keyword (`NX`).
     Token,
     OneOf(&'static [Arg]),
+    /// Arguments that come together (`RATE rate interval ...`).
+    Block(&'static [Arg]),
 }
 
 #[derive(Clone, Copy)]
@@ -37,6 +49,7 @@ pub struct Arg {
     pub kind: Kind,
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    pub multiple: bool,
 }
 
 impl Arg {
@@ -46,6 +59,7 @@ impl Arg {
             kind,
             token: None,
             optional: false,
+            multiple: false,
         }
     }
 
@@ -56,6 +70,7 @@ impl Arg {
             kind: Kind::Token,
             token: Some(token),
             optional: false,
+            multiple: false,
         }
     }
 
@@ -68,12 +83,39 @@ impl Arg {
         self.optional = true;
         self
     }
+
+    /// Repeated one or more times.
+    pub const fn multiple(mut self) -> Self {
+        self.multiple = true;
+        self
+    }
 }
 
 /// The `key` argument every limiter command starts with.
 pub const KEY: Arg = Arg::new(c"key", Kind::Key);
 /// `[CLIENT id]`.
 pub const CLIENT: Arg = Arg::new(c"id", Kind::String).after(c"CLIENT").optional();
+/// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]`: create on first use.
+pub const RATE: Arg = Arg::new(
+    c"create",
+    Kind::Block(&[
+        Arg::new(c"rate", Kind::Integer),
+        Arg::new(c"interval", Kind::Integer),
+        Arg::new(
+            c"mode",
+            Kind::OneOf(&[
+                Arg::token(c"overall", c"OVERALL"),
+                Arg::token(c"per_client", c"PER_CLIENT"),
+            ]),
+        )
+        .optional(),
+        Arg::new(c"ms", Kind::Integer)
+            .after(c"KEEPALIVE")
+            .optional(),
+    ]),
+)
+.after(c"RATE")
+.optional();
 
 pub const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
 pub const UPDATE: u32 =
@@ -102,7 +144,7 @@ pub fn describe(ctx: &Context, doc: &Doc) -> Status {
         }
         let mut specs: [raw::RedisModuleCommandKeySpec; 2] = std::mem::zeroed();
         let key_specs = match doc.key {
-            Some(flags) => {
+            Keys::First(flags) => {
                 specs[0].flags = u64::from(flags);
                 specs[0].begin_search_type =
                     raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
@@ -114,7 +156,19 @@ pub fn describe(ctx: &Context, doc: &Doc) -> Status {
                 specs[0].fk.range.limit = 0;
                 specs.as_mut_ptr()
             }
-            None => ptr::null_mut(),
+            Keys::Numkeys(flags) => {
+                specs[0].flags = u64::from(flags);
+                specs[0].begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                specs[0].bs.index.pos = 1;
+                specs[0].find_keys_type =
+                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+                specs[0].fk.keynum.keynumidx = 0;
+                specs[0].fk.keynum.firstkey = 1;
+                specs[0].fk.keynum.keystep = 1;
+                specs.as_mut_ptr()
+            }
+            Keys::None => ptr::null_mut(),
         };
         let mut arena: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
         let args = raw_args(doc.args, &mut arena);
@@ -165,7 +219,18 @@ fn raw_args(
                 raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
                 Some(children),
             ),
+            Kind::Block(children) => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+                Some(children),
+            ),
         };
+        let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+        if arg.optional {
+            flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+        }
+        if arg.multiple {
+            flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+        }
         out.push(raw::RedisModuleCommandArg {
             name: arg.name.as_ptr(),
             type_,
@@ -173,11 +238,7 @@ fn raw_args(
             token: arg.token.map_or(ptr::null(), CStr::as_ptr),
             summary: ptr::null(),
             since: ptr::null(),
-            flags: if arg.optional {
-                raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
-            } else {
-                raw::REDISMODULE_CMD_ARG_NONE as c_int
-            },
+            flags: flags as c_int,
             deprecated_since: ptr::null(),
             subargs: subargs.map_or(ptr::null_mut(), |children| raw_args(children, arena)),
             display_text: ptr::null(),

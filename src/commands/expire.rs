@@ -5,7 +5,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
-use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
@@ -18,7 +18,7 @@ pub const DOC: Doc = Doc {
     summary: c"Sets a TTL in milliseconds on every key of a limiter, as PEXPIRE does.",
     complexity: c"O(1)",
     arity: -3,
-    key: Some(UPDATE),
+    key: Keys::First(UPDATE),
     args: &[
         KEY,
         Arg::new(c"milliseconds", Kind::Integer),

@@ -1,6 +1,8 @@
 //! One file per command: parse the arguments into a request, call the store, shape the reply.
 
 pub mod acquire;
+pub mod allow;
+pub mod allowall;
 pub mod available;
 pub mod config;
 pub mod debug;
@@ -12,11 +14,14 @@ pub mod release;
 pub mod setrate;
 pub mod tryacquire;
 
-use redis_module::{RedisString, RedisValue};
+use std::os::raw::{c_char, c_long};
 
-use crate::args::{self, Tokens};
+use redis_module::{raw, Context, RedisString, RedisValue};
+
+use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::error::Error;
-use crate::limiter::Outcome;
+use crate::limiter::{Mode, Outcome};
+use crate::store::{Creation, Verdict};
 
 /// A command's arguments as bytes, without the command name; binary-safe.
 fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
@@ -29,6 +34,40 @@ fn outcome_reply(outcome: Outcome) -> RedisValue {
         Outcome::Acquired => RedisValue::Null,
         Outcome::Wait(ms) => RedisValue::Integer(ms),
     }
+}
+
+/// Replies a verdict as ALLOW does: a map (a flat array in RESP2) in the documented order,
+/// which a sorted map type would not keep; with `limited_by` for ALLOWALL.
+fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u8]>>) {
+    let (allowed, retry_after) = match verdict.outcome {
+        Outcome::Acquired => (1, 0),
+        Outcome::Wait(ms) => (0, ms),
+    };
+    let fields = if limited_by.is_some() { 6 } else { 5 };
+    raw::reply_with_map(ctx.ctx, fields as c_long);
+    for (name, value) in [
+        ("allowed", allowed),
+        ("limit", verdict.limit),
+        ("remaining", verdict.remaining),
+        ("retry_after", retry_after),
+        ("reset_after", verdict.reset_after),
+    ] {
+        bulk(ctx, name.as_bytes());
+        raw::reply_with_long_long(ctx.ctx, value);
+    }
+    if let Some(key) = limited_by {
+        bulk(ctx, b"limited_by");
+        match key {
+            Some(key) => bulk(ctx, key),
+            None => {
+                raw::reply_with_null(ctx.ctx);
+            }
+        }
+    }
+}
+
+fn bulk(ctx: &Context, bytes: &[u8]) {
+    raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
 }
 
 /// Parses the trailing `[CLIENT id]` that most commands take; anything else is a syntax error.
@@ -44,9 +83,175 @@ fn client_option<'a>(tokens: &mut Tokens<'a>) -> Result<Option<&'a [u8]>, Error>
     Ok(client)
 }
 
+/// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Acquisition<'a> {
+    pub key: &'a [u8],
+    pub permits: u32,
+    pub client: Option<&'a [u8]>,
+    pub create: Option<Creation>,
+}
+
+pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
+    let permits = match tokens.next_if_numeric() {
+        Some(arg) => args::permits(arg)?,
+        None => 1,
+    };
+    let options = acquire_options(&mut tokens, false)?;
+    Ok(Acquisition {
+        key,
+        permits,
+        client: options.client,
+        create: options.create,
+    })
+}
+
+/// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
+/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]`, and `[TIMEOUT ms]`
+/// where the command takes it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct AcquireOptions<'a> {
+    pub client: Option<&'a [u8]>,
+    pub create: Option<Creation>,
+    pub timeout: Option<i64>,
+}
+
+fn acquire_options<'a>(
+    tokens: &mut Tokens<'a>,
+    takes_timeout: bool,
+) -> Result<AcquireOptions<'a>, Error> {
+    let mut options = AcquireOptions::default();
+    while let Some(token) = tokens.next_arg() {
+        if args::is_keyword(token, "CLIENT") {
+            args::set_once(
+                &mut options.client,
+                args::client_id(tokens.value_of_option()?)?,
+            )?;
+        } else if args::is_keyword(token, "RATE") {
+            args::set_once(&mut options.create, rate_option(tokens)?)?;
+        } else if takes_timeout && args::is_keyword(token, "TIMEOUT") {
+            let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
+            args::set_once(&mut options.timeout, ms)?;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    Ok(options)
+}
+
+/// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]`, after the `RATE` keyword.
+fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
+    let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
+        return Err(Error::Syntax);
+    };
+    let rate = args::integer(rate, "rate", 1, MAX_PERMITS)?;
+    let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
+    let mut mode = None;
+    let mut keep_alive = None;
+    while let Some(token) = tokens.peek() {
+        if args::is_keyword(token, "OVERALL") {
+            args::set_once(&mut mode, Mode::Overall)?;
+        } else if args::is_keyword(token, "PER_CLIENT") {
+            args::set_once(&mut mode, Mode::PerClient)?;
+        } else if args::is_keyword(token, "KEEPALIVE") {
+            tokens.next_arg();
+            let ms = args::integer(tokens.value_of_option()?, "KEEPALIVE", 0, MAX_DURATION_MS)?;
+            args::set_once(&mut keep_alive, ms)?;
+            continue;
+        } else {
+            break;
+        }
+        tokens.next_arg();
+    }
+    let keep_alive = keep_alive.unwrap_or(0);
+    if keep_alive != 0 && keep_alive < interval {
+        return Err(Error::KeepAliveBelowInterval);
+    }
+    Ok(Creation {
+        rate,
+        interval,
+        mode: mode.unwrap_or(Mode::Overall),
+        keep_alive,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn options(args: &[&'static [u8]]) -> Result<AcquireOptions<'static>, Error> {
+        let args: &'static [&'static [u8]] = Box::leak(args.to_vec().into_boxed_slice());
+        acquire_options(&mut Tokens::new(args), true)
+    }
+
+    #[test]
+    fn rate_creates_with_the_setrate_defaults() {
+        let parsed = options(&[b"RATE", b"10", b"1000"]).unwrap();
+        assert_eq!(
+            parsed.create,
+            Some(Creation {
+                rate: 10,
+                interval: 1000,
+                mode: Mode::Overall,
+                keep_alive: 0
+            })
+        );
+        let parsed = options(&[
+            b"rate",
+            b"5",
+            b"60000",
+            b"per_client",
+            b"keepalive",
+            b"60000",
+            b"CLIENT",
+            b"c",
+            b"TIMEOUT",
+            b"7",
+        ])
+        .unwrap();
+        let create = parsed.create.unwrap();
+        assert_eq!((create.mode, create.keep_alive), (Mode::PerClient, 60000));
+        assert_eq!((parsed.client, parsed.timeout), (Some(&b"c"[..]), Some(7)));
+    }
+
+    #[test]
+    fn rate_is_validated_like_setrate() {
+        assert_eq!(options(&[b"RATE", b"10"]), Err(Error::Syntax));
+        assert!(matches!(
+            options(&[b"RATE", b"0", b"1000"]),
+            Err(Error::Number { arg: "rate", .. })
+        ));
+        assert!(matches!(
+            options(&[b"RATE", b"1", b"x"]),
+            Err(Error::Number {
+                arg: "interval",
+                ..
+            })
+        ));
+        assert_eq!(
+            options(&[b"RATE", b"1", b"1000", b"KEEPALIVE", b"10"]),
+            Err(Error::KeepAliveBelowInterval)
+        );
+        assert_eq!(
+            options(&[b"RATE", b"1", b"1000", b"PER_CLIENT", b"OVERALL"]),
+            Err(Error::Syntax)
+        );
+        assert_eq!(
+            options(&[b"RATE", b"1", b"1000", b"RATE", b"1", b"1000"]),
+            Err(Error::Syntax)
+        );
+        assert_eq!(
+            options(&[b"RATE", b"1", b"1000", b"NX"]),
+            Err(Error::Syntax)
+        );
+        let no_timeout: &'static [&'static [u8]] = &[b"TIMEOUT", b"1"];
+        assert_eq!(
+            acquire_options(&mut Tokens::new(no_timeout), false),
+            Err(Error::Syntax)
+        );
+    }
 
     #[test]
     fn client_option_parses_once() {

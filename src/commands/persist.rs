@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::doc::{Doc, CLIENT, KEY, UPDATE};
+use super::doc::{Doc, Keys, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option};
 use crate::args::Tokens;
 use crate::error::Error;
@@ -15,7 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Removes the TTL of every key of a limiter.",
     complexity: c"O(1)",
     arity: -2,
-    key: Some(UPDATE),
+    key: Keys::First(UPDATE),
     args: &[KEY, CLIENT],
 };
 

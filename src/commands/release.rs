@@ -4,7 +4,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
 use super::{byte_args, client_option};
 use crate::args::{self, Tokens};
 use crate::blocking;
@@ -18,7 +18,7 @@ pub const DOC: Doc = Doc {
     summary: c"Gives permits back by removing the newest log entries worth them.",
     complexity: c"O(M log(N)), M being the entries released and N the entries in the log.",
     arity: -3,
-    key: Some(UPDATE),
+    key: Keys::First(UPDATE),
     args: &[KEY, Arg::new(c"permits", Kind::Integer), CLIENT],
 };
 

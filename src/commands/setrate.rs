@@ -5,7 +5,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
-use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::blocking;
 use crate::clock;
@@ -19,7 +19,7 @@ pub const DOC: Doc = Doc {
     summary: c"Creates or reconfigures a rate limiter (Redisson trySetRate with NX, setRate, updateRate with XX).",
     complexity: c"O(1); with KEEPSTATE O(N) in the entries of the client's log, or of the log being reset.",
     arity: -4,
-    key: Some(UPDATE),
+    key: Keys::First(UPDATE),
     args: &[
         KEY,
         Arg::new(c"rate", Kind::Integer),

@@ -2,9 +2,8 @@
 
 use redis_module::{Context, RedisResult, RedisString};
 
-use super::doc::{Arg, Doc, Kind, CLIENT, KEY, UPDATE};
-use super::{byte_args, client_option, outcome_reply};
-use crate::args::{self, Tokens};
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
+use super::{byte_args, outcome_reply, parse_acquisition, Acquisition};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
@@ -17,30 +16,17 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits now if the limiter has them; otherwise replies the milliseconds to wait.",
     complexity: c"O(log(N)) per expired entry pruned plus O(log(N)) to log the acquisition, N being the entries in the log; O(K) more on refusal to find the wait, K being the oldest entries it takes.",
     arity: -2,
-    key: Some(UPDATE),
-    args: &[KEY, Arg::new(c"permits", Kind::Integer).optional(), CLIENT],
+    key: Keys::First(UPDATE),
+    args: &[
+        KEY,
+        Arg::new(c"permits", Kind::Integer).optional(),
+        CLIENT,
+        RATE,
+    ],
 };
 
-#[derive(Debug, PartialEq, Eq)]
-pub struct Request<'a> {
-    pub key: &'a [u8],
-    pub permits: u32,
-    pub client: Option<&'a [u8]>,
-}
-
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
-    let mut tokens = Tokens::new(args);
-    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
-    let permits = match tokens.next_if_numeric() {
-        Some(arg) => args::permits(arg)?,
-        None => 1,
-    };
-    let client = client_option(&mut tokens)?;
-    Ok(Request {
-        key,
-        permits,
-        client,
-    })
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
+    parse_acquisition(args)
 }
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -48,12 +34,18 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let request = parse(&args)?;
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    let outcome = limiter.try_acquire(request.client, request.permits, now, Turn::BehindWaiters)?;
-    stats::add(match outcome {
+    let verdict = limiter.try_acquire(
+        request.client,
+        request.permits,
+        now,
+        Turn::BehindWaiters,
+        request.create.as_ref(),
+    )?;
+    stats::add(match verdict.outcome {
         Outcome::Acquired => &stats::ACQUIRED,
         Outcome::Wait(_) => &stats::REFUSED,
     });
-    Ok(outcome_reply(outcome))
+    Ok(outcome_reply(verdict.outcome))
 }
 
 #[cfg(test)]

@@ -1,0 +1,52 @@
+//! `RATELIMIT.ALLOW key [permits] [CLIENT id] [RATE ...]`: acquires exactly like TRYACQUIRE and
+//! replies what an HTTP API needs for its status code and headers, as a map (a flat array of
+//! name, value pairs in RESP2): `allowed`, `limit`, `remaining`, `retry_after`, `reset_after`.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
+use super::{byte_args, parse_acquisition, reply_verdict, Acquisition};
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::limiter::Outcome;
+use crate::stats;
+use crate::store::{Limiter, Turn};
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.allow",
+    summary: c"Takes permits now if the limiter has them, and replies allowed, limit, remaining, retry_after and reset_after.",
+    complexity: c"As RATELIMIT.TRYACQUIRE: O(log(N)) to log the acquisition plus O(log(N)) per expired entry pruned, N being the entries in the log.",
+    arity: -2,
+    key: Keys::First(UPDATE),
+    args: &[
+        KEY,
+        Arg::new(c"permits", Kind::Integer).optional(),
+        CLIENT,
+        RATE,
+    ],
+};
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
+    parse_acquisition(args)
+}
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let request = parse(&args)?;
+    let now = clock::now_ms();
+    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let verdict = limiter.try_acquire(
+        request.client,
+        request.permits,
+        now,
+        Turn::BehindWaiters,
+        request.create.as_ref(),
+    )?;
+    stats::add(match verdict.outcome {
+        Outcome::Acquired => &stats::ACQUIRED,
+        Outcome::Wait(_) => &stats::REFUSED,
+    });
+    reply_verdict(ctx, &verdict, None);
+    Ok(RedisValue::NoReply)
+}

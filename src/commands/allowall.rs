@@ -1,0 +1,226 @@
+//! `RATELIMIT.ALLOWALL numkeys key [key ...] [PERMITS n] [CLIENT id]`: several limits at once,
+//! all or nothing. `n` permits are taken from every listed limiter, or from none; a refusal
+//! charges nothing anywhere. Replies as ALLOW, plus `limited_by`.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::doc::{Arg, Doc, Keys, Kind, CLIENT, UPDATE};
+use super::{byte_args, reply_verdict};
+use crate::args::{self, Tokens};
+use crate::clock;
+use crate::error::Error;
+use crate::key::Access;
+use crate::limiter::Outcome;
+use crate::stats;
+use crate::store::{Limiter, Turn, Verdict};
+
+pub const DOC: Doc = Doc {
+    name: c"ratelimit.allowall",
+    summary: c"Takes permits from every listed limiter or from none, and replies as RATELIMIT.ALLOW plus limited_by.",
+    complexity: c"O(L) times the cost of RATELIMIT.ALLOW, L being the limiters listed.",
+    arity: -3,
+    key: Keys::Numkeys(UPDATE),
+    args: &[
+        Arg::new(c"numkeys", Kind::Integer),
+        Arg::new(c"key", Kind::Key).multiple(),
+        Arg::new(c"n", Kind::Integer).after(c"PERMITS").optional(),
+        CLIENT,
+    ],
+};
+
+/// The most limiters one call may list.
+pub const MAX_KEYS: i64 = 1024;
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub keys: Vec<&'a [u8]>,
+    pub permits: u32,
+    pub client: Option<&'a [u8]>,
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let numkeys = tokens.next_arg().ok_or(Error::WrongArity)?;
+    let numkeys = args::integer(numkeys, "numkeys", 1, MAX_KEYS)?;
+    let mut keys = Vec::new();
+    for _ in 0..numkeys {
+        keys.push(tokens.next_arg().ok_or(Error::WrongArity)?);
+    }
+    let mut permits = None;
+    let mut client = None;
+    while let Some(token) = tokens.next_arg() {
+        if args::is_keyword(token, "PERMITS") {
+            args::set_once(&mut permits, args::permits(tokens.value_of_option()?)?)?;
+        } else if args::is_keyword(token, "CLIENT") {
+            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(Error::KeyListedTwice {
+            key: pair[0].to_vec(),
+        });
+    }
+    Ok(Request {
+        keys,
+        permits: permits.unwrap_or(1),
+        client,
+    })
+}
+
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args = byte_args(&args);
+    let request = parse(&args)?;
+    let now = clock::now_ms();
+    // Every limiter is opened, read and decided before anything is written.
+    let limiters = request
+        .keys
+        .iter()
+        .map(|&key| Limiter::open(ctx, key, Access::Write).map_err(|e| e.of_limiter(key)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let attempts = limiters
+        .iter()
+        .zip(&request.keys)
+        .map(|(limiter, &key)| {
+            limiter
+                .attempt(
+                    request.client,
+                    request.permits,
+                    now,
+                    Turn::BehindWaiters,
+                    None,
+                )
+                .map_err(|e| e.of_limiter(key))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let all = attempts.iter().all(|attempt| attempt.grants());
+    let verdicts = limiters
+        .iter()
+        .zip(&attempts)
+        .map(|(limiter, attempt)| limiter.commit(attempt, all))
+        .collect::<Result<Vec<_>, Error>>()?;
+    stats::add(if all {
+        &stats::ACQUIRED
+    } else {
+        &stats::REFUSED
+    });
+    let (verdict, limited_by) = combine(&verdicts, &request.keys, all);
+    reply_verdict(ctx, &verdict, Some(limited_by));
+    Ok(RedisValue::NoReply)
+}
+
+/// One verdict for all: `limit` and `remaining` of the limiter with the fewest remaining (the
+/// first listed on a tie), the longest wait among those that refused and the limiter it is
+/// (None when all granted), the longest `reset_after`.
+fn combine<'a>(verdicts: &[Verdict], keys: &[&'a [u8]], all: bool) -> (Verdict, Option<&'a [u8]>) {
+    let mut tightest: Option<&Verdict> = None;
+    let mut longest: Option<(i64, &'a [u8])> = None;
+    let mut reset_after = 0;
+    for (verdict, &key) in verdicts.iter().zip(keys) {
+        if tightest.is_none_or(|t| verdict.remaining < t.remaining) {
+            tightest = Some(verdict);
+        }
+        if let Outcome::Wait(ms) = verdict.outcome {
+            if ms > 0 && longest.is_none_or(|(longest, _)| ms > longest) {
+                longest = Some((ms, key));
+            }
+        }
+        reset_after = reset_after.max(verdict.reset_after);
+    }
+    let (limit, remaining) = tightest.map_or((0, 0), |t| (t.limit, t.remaining));
+    let outcome = match (all, longest) {
+        (true, _) => Outcome::Acquired,
+        (false, Some((ms, _))) => Outcome::Wait(ms),
+        (false, None) => Outcome::Wait(1),
+    };
+    let verdict = Verdict {
+        outcome,
+        limit,
+        remaining,
+        reset_after,
+    };
+    (
+        verdict,
+        if all {
+            None
+        } else {
+            longest.map(|(_, key)| key)
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_then_options() {
+        let args: [&[u8]; 7] = [b"2", b"a", b"b", b"permits", b"3", b"CLIENT", b"c"];
+        let request = parse(&args).unwrap();
+        assert_eq!(request.keys, vec![&b"a"[..], b"b"]);
+        assert_eq!((request.permits, request.client), (3, Some(&b"c"[..])));
+        let args: [&[u8]; 2] = [b"1", b"PERMITS"];
+        assert_eq!(parse(&args).unwrap().keys, vec![&b"PERMITS"[..]]);
+    }
+
+    #[test]
+    fn bad_lists_are_errors() {
+        let args: [&[u8]; 2] = [b"2", b"a"];
+        assert_eq!(parse(&args), Err(Error::WrongArity));
+        let args: [&[u8]; 2] = [b"0", b"a"];
+        assert!(matches!(
+            parse(&args),
+            Err(Error::Number { arg: "numkeys", .. })
+        ));
+        let args: [&[u8]; 4] = [b"3", b"a", b"b", b"a"];
+        assert_eq!(
+            parse(&args),
+            Err(Error::KeyListedTwice { key: b"a".to_vec() })
+        );
+        let args: [&[u8]; 4] = [b"1", b"a", b"PERMITS", b"0"];
+        assert!(matches!(
+            parse(&args),
+            Err(Error::Number { arg: "permits", .. })
+        ));
+        let args: [&[u8]; 3] = [b"1", b"a", b"NX"];
+        assert_eq!(parse(&args), Err(Error::Syntax));
+    }
+
+    fn verdict(outcome: Outcome, remaining: i64, reset_after: i64) -> Verdict {
+        Verdict {
+            outcome,
+            limit: 10 + remaining,
+            remaining,
+            reset_after,
+        }
+    }
+
+    #[test]
+    fn the_tightest_limiter_and_the_longest_wait_answer() {
+        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+        let verdicts = [
+            verdict(Outcome::Wait(0), 4, 100),
+            verdict(Outcome::Wait(300), 0, 900),
+            verdict(Outcome::Wait(500), 0, 500),
+        ];
+        let (combined, by) = combine(&verdicts, &keys, false);
+        assert_eq!(combined.outcome, Outcome::Wait(500));
+        assert_eq!(by, Some(&b"c"[..]));
+        assert_eq!(
+            (combined.limit, combined.remaining),
+            (10, 0),
+            "b: first of the tie"
+        );
+        assert_eq!(combined.reset_after, 900);
+        let granted = [
+            verdict(Outcome::Acquired, 3, 10),
+            verdict(Outcome::Acquired, 1, 20),
+        ];
+        let (combined, by) = combine(&granted, &keys[..2], true);
+        assert_eq!((combined.outcome, by), (Outcome::Acquired, None));
+        assert_eq!((combined.remaining, combined.reset_after), (1, 20));
+    }
+}
