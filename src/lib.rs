@@ -177,8 +177,10 @@ redis_module! {
         ["ratelimit.tryacquire", counted!(commands::tryacquire::run), "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.acquire", counted!(commands::acquire::run), "write deny-oom blocking", 1, 1, 1, ""],
         ["ratelimit.allow", counted!(commands::allow::run), "write deny-oom", 1, 1, 1, ""],
-        // Its keys (numkeys key [key ...]) are declared by the key spec set at load.
-        ["ratelimit.allowall", counted!(commands::allowall::run), "write deny-oom", 0, 0, 0, ""],
+        // Its keys (numkeys key [key ...]) are declared by a key spec set at load and, for the
+        // cluster routing and ACL checks of servers that use only the legacy positions, by the
+        // command itself when asked (getkeys-api).
+        ["ratelimit.allowall", counted!(commands::allowall::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
         ["ratelimit.config", counted!(commands::config::run), "readonly fast", 1, 1, 1, ""],
         ["ratelimit.available", counted!(commands::available::run), "readonly", 1, 1, 1, ""],
         ["ratelimit.release", counted!(commands::release::run), "write deny-oom", 1, 1, 1, ""],

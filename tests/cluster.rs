@@ -762,3 +762,54 @@ fn a_limiter_split_by_a_live_resharding_gets_tryagain_and_is_never_granted_twice
         assert!(node.is_alive(), "node {i} died:\n{}", node.log());
     }
 }
+
+#[test]
+fn allowall_across_slots_is_refused_by_the_server_and_works_with_a_hash_tag() {
+    let mut cluster = Cluster::start();
+    let (a, b) = ("second", "day");
+    assert_ne!(cluster.slot(a.as_bytes()), cluster.slot(b.as_bytes()));
+    for name in [a, b] {
+        int(cluster.line(&format!("RATELIMIT.SETRATE {name} 5 1000")));
+    }
+    let before = cluster.snapshots();
+    for node in 0..cluster.conns.len() {
+        let err = line::<Value>(
+            &mut cluster.conns[node],
+            &format!("RATELIMIT.ALLOWALL 2 {a} {b}"),
+        )
+        .expect_err("keys in two slots");
+        assert_eq!(err.code(), Some("CROSSSLOT"), "node {node}: {err}");
+    }
+    assert_eq!(
+        cluster.snapshots(),
+        before,
+        "a refused call wrote something"
+    );
+    // With one hash tag both limiters live on one node, which serves the call.
+    let owner = cluster.owner(b"{u}:second");
+    assert_eq!(owner, cluster.owner(b"{u}:day"));
+    let both = "RATELIMIT.ALLOWALL 2 {u}:second {u}:day";
+    let con = &mut cluster.conns[owner];
+    // Created on first use, one permit each.
+    let _: Value = line(con, "RATELIMIT.TRYACQUIRE {u}:second RATE 2 1000").unwrap();
+    let _: Value = line(con, "RATELIMIT.TRYACQUIRE {u}:day RATE 5 86400000").unwrap();
+    let reply: Vec<Value> = line(con, both).unwrap();
+    assert_eq!(reply[1], Value::Int(1), "allowed: {reply:?}");
+    let reply: Vec<Value> = line(con, both).unwrap();
+    assert_eq!(
+        reply[1],
+        Value::Int(0),
+        "the second limit is spent: {reply:?}"
+    );
+    assert_eq!(reply[11], Value::BulkString(b"{u}:second".to_vec()));
+    let other = (owner + 1) % cluster.conns.len();
+    let err = line::<Value>(&mut cluster.conns[other], both).expect_err("not the owner");
+    assert_eq!(err.code(), Some("MOVED"), "{err}");
+    // Every key of every limiter stays in the tag's slot.
+    let slot = cluster.slot(b"u");
+    for key in cluster.keys_of(owner) {
+        if key.starts_with(b"{u}") {
+            assert_eq!(cluster.slot(&key), slot);
+        }
+    }
+}
