@@ -89,7 +89,7 @@ fn refused_without_writes(
 }
 
 /// Every command that reads or writes a limiter's state, on OVERALL limiter `lim1`.
-const STATE_COMMANDS: [&str; 17] = [
+const STATE_COMMANDS: [&str; 20] = [
     "RATELIMIT.TRYACQUIRE lim1",
     "RATELIMIT.TRYACQUIRE lim1 1",
     "RATELIMIT.TRYACQUIRE lim1 5",
@@ -107,6 +107,9 @@ const STATE_COMMANDS: [&str; 17] = [
     "RATELIMIT.EXPIRE lim1 100000",
     "RATELIMIT.PERSIST lim1",
     "RATELIMIT.ACQUIRE lim1 1 TIMEOUT 0",
+    "RATELIMIT.ALLOW lim1",
+    "RATELIMIT.ALLOW lim1 1 RATE 5 1000",
+    "RATELIMIT.ALLOWALL 1 lim1",
 ];
 
 #[test]
@@ -409,4 +412,34 @@ fn scripts_and_transactions_run_with_the_callers_acl() {
         before,
         "MULTI bypassed the ACL: {exec}"
     );
+}
+
+#[test]
+fn allowall_checks_every_derived_key_of_every_limiter() {
+    let server = Server::start();
+    let mut admin = setup(&server);
+    // lim1 whole, but only lim2's hash: lim2's state is refused by the module.
+    set_user(&mut admin, "u", "+@all ~lim1 ~{lim1}:* ~lim2");
+    let mut con = login(&server, "u");
+    let both = "RATELIMIT.ALLOWALL 2 lim1 lim2 CLIENT alice";
+    refused_without_writes(
+        &mut admin,
+        &mut con,
+        both,
+        &module_noperm("{lim2}:value:alice"),
+    );
+    // Without lim2's hash, the server refuses the declared key itself.
+    set_user(&mut admin, "v", "+@all ~lim1 ~{lim1}:*");
+    let mut con = login(&server, "v");
+    let before = snapshot(&mut admin);
+    let err = error_of(&mut con, both);
+    assert!(err.starts_with("NOPERM"), "{err}");
+    assert_eq!(snapshot(&mut admin), before);
+    // Allowed every key of both: granted from both.
+    set_user(&mut admin, "w", "+@all ~lim* ~{lim*");
+    let mut con = login(&server, "w");
+    let reply: Vec<Value> = line(&mut con, both).unwrap();
+    assert_eq!(reply[1], Value::Int(1), "{reply:?}");
+    assert_eq!(get(&mut admin, "{lim2}:value:alice").as_deref(), Some("3"));
+    assert_eq!(get(&mut admin, "{lim1}:value").as_deref(), Some("2"));
 }

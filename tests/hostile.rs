@@ -286,6 +286,8 @@ enum Cmd {
     SetRate,
     TryAcquire,
     Acquire,
+    Allow,
+    AllowAll,
     Config,
     Available,
     Release,
@@ -296,10 +298,12 @@ enum Cmd {
     Chaos,
 }
 
-const WEIGHTS: [(Cmd, usize); 11] = [
+const WEIGHTS: [(Cmd, usize); 13] = [
     (Cmd::SetRate, 12),
-    (Cmd::TryAcquire, 24),
+    (Cmd::TryAcquire, 18),
     (Cmd::Acquire, 10),
+    (Cmd::Allow, 8),
+    (Cmd::AllowAll, 6),
     (Cmd::Config, 5),
     (Cmd::Available, 10),
     (Cmd::Release, 10),
@@ -373,6 +377,20 @@ impl Gen<'_> {
         }
     }
 
+    /// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]`, sometimes malformed.
+    fn rate_option(&mut self, words: &mut Vec<Vec<u8>>) {
+        words.push(b"RATE".to_vec());
+        words.push(self.from(&[b"1", b"3", b"10", b"0", b"-2"]));
+        words.push(self.from(&[b"10", b"1000", b"60000", b"0", b"x"]));
+        if self.rng.one_in(3) {
+            words.push(self.from(&[b"PER_CLIENT", b"overall", b"per_client"]));
+        }
+        if self.rng.one_in(3) {
+            words.push(b"KEEPALIVE".to_vec());
+            words.push(self.from(&[b"60000", b"1000", b"5", b"0"]));
+        }
+    }
+
     fn command(&mut self) -> (Cmd, Vec<Vec<u8>>) {
         let total: usize = WEIGHTS.iter().map(|w| w.1).sum();
         let mut roll = self.rng.index(total);
@@ -392,6 +410,8 @@ impl Gen<'_> {
             Cmd::SetRate => b"RATELIMIT.SETRATE",
             Cmd::TryAcquire => b"RATELIMIT.TRYACQUIRE",
             Cmd::Acquire => b"RATELIMIT.ACQUIRE",
+            Cmd::Allow => b"RATELIMIT.ALLOW",
+            Cmd::AllowAll => b"RATELIMIT.ALLOWALL",
             Cmd::Config => b"RATELIMIT.CONFIG",
             Cmd::Available => b"RATELIMIT.AVAILABLE",
             Cmd::Release => b"RATELIMIT.RELEASE",
@@ -447,7 +467,7 @@ impl Gen<'_> {
                 }
                 words.extend(options.into_iter().flatten());
             }
-            Cmd::TryAcquire | Cmd::Acquire => {
+            Cmd::TryAcquire | Cmd::Acquire | Cmd::Allow => {
                 words.push(self.key());
                 if self.rng.index(3) > 0 {
                     words.push(self.from(&[b"1", b"1", b"2", b"3", b"5"]));
@@ -455,6 +475,25 @@ impl Gen<'_> {
                 if cmd == Cmd::Acquire && self.rng.index(3) > 0 {
                     words.push(b"TIMEOUT".to_vec());
                     words.push(self.from(&[b"0", b"1", b"3", b"10", b"25"]));
+                }
+                self.client_option(&mut words);
+                if self.rng.one_in(3) {
+                    self.rate_option(&mut words);
+                }
+            }
+            Cmd::AllowAll => {
+                let n = 1 + self.rng.index(3);
+                words.push(if self.rng.one_in(15) {
+                    self.from(&[b"0", b"4", b"-1", b"x", b"1025"])
+                } else {
+                    n.to_string().into_bytes()
+                });
+                for _ in 0..n {
+                    words.push(self.key());
+                }
+                if self.rng.chance(50) {
+                    words.push(b"PERMITS".to_vec());
+                    words.push(self.from(&[b"1", b"2", b"3", b"0", b"99999999999"]));
                 }
                 self.client_option(&mut words);
             }
@@ -810,6 +849,9 @@ fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
         ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Nil) => true,
         ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Int(n)) => *n >= 1,
         ("RATELIMIT.AVAILABLE", Value::Int(n)) => *n >= 0,
+        ("RATELIMIT.ALLOW" | "RATELIMIT.ALLOWALL", Value::Array(fields)) => {
+            allow_reply_is_sane(fields, name == "RATELIMIT.ALLOWALL")
+        }
         ("RATELIMIT.RELEASE", Value::Int(n)) => *n >= 0,
         ("RATELIMIT.SETRATE" | "RATELIMIT.EXPIRE" | "RATELIMIT.PERSIST", Value::Int(n)) => {
             *n == 0 || *n == 1
@@ -820,6 +862,45 @@ fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
         _ => false,
     };
     (!fine).then(|| format!("`{}` replied {value:?}", show(words)))
+}
+
+/// ALLOW's fields in order, each in its range: allowed 0/1, 0 <= remaining <= limit,
+/// retry_after 0 exactly when allowed, reset_after >= 0; ALLOWALL's limited_by nil exactly when
+/// allowed.
+fn allow_reply_is_sane(fields: &[Value], all: bool) -> bool {
+    let names = [
+        "allowed",
+        "limit",
+        "remaining",
+        "retry_after",
+        "reset_after",
+        "limited_by",
+    ];
+    let expected = if all { 6 } else { 5 };
+    if fields.len() != expected * 2 {
+        return false;
+    }
+    let int = |i: usize| match fields.get(i * 2 + 1) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let named = names
+        .iter()
+        .take(expected)
+        .enumerate()
+        .all(|(i, n)| fields[i * 2] == Value::BulkString(n.as_bytes().to_vec()));
+    let (Some(allowed), Some(limit), Some(remaining), Some(retry), Some(reset)) =
+        (int(0), int(1), int(2), int(3), int(4))
+    else {
+        return false;
+    };
+    let limited_by_fits = !all || (allowed == 1) == (fields[11] == Value::Nil);
+    named
+        && (allowed == 0 || allowed == 1)
+        && (0..=limit).contains(&remaining)
+        && ((allowed == 1) == (retry == 0))
+        && reset >= 0
+        && limited_by_fits
 }
 
 struct Run {

@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
-use ratelimit::commands::{acquire, expire, setrate, tryacquire};
+use ratelimit::commands::{acquire, allow, allowall, expire, setrate, tryacquire};
 use ratelimit::keyspace::{self, StateKeys};
 
 fuzz_target!(|data: &[u8]| {
@@ -36,6 +36,27 @@ fuzz_target!(|data: &[u8]| {
         assert!(request.permits >= 1);
         assert!((0..=MAX_DURATION_MS).contains(&request.timeout_ms));
         assert!(request.client.is_none_or(|c| !c.is_empty()));
+    }
+    for create in [
+        tryacquire::parse(&words).ok().and_then(|r| r.create),
+        acquire::parse(&words).ok().and_then(|r| r.create),
+        allow::parse(&words).ok().and_then(|r| r.create),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        assert!((1..=MAX_PERMITS).contains(&create.rate));
+        assert!((1..=MAX_DURATION_MS).contains(&create.interval));
+        assert!(create.keep_alive == 0 || create.keep_alive >= create.interval);
+    }
+    if let Ok(request) = allowall::parse(&words) {
+        assert!(!request.keys.is_empty());
+        assert!(request.keys.len() as i64 <= allowall::MAX_KEYS);
+        assert!(request.permits >= 1);
+        let mut distinct = request.keys.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), request.keys.len(), "a key listed twice");
     }
     if let Ok(request) = expire::parse(&words) {
         assert!((-MAX_DURATION_MS..=MAX_DURATION_MS).contains(&request.ms));
