@@ -2,6 +2,7 @@
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
 #   make test-valkey  the same tests against Valkey 8.0
+#   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 
 REDIS_SERVER ?= redis-server
@@ -9,18 +10,29 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps build release run test test-valkey lint ci clean bench
+.PHONY: deps build release run test test-valkey test-redis8 lint ci clean bench
 
-## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
-## redis-module) with apt, only if they are missing.
+## Installs with apt only what is missing, each found by what the build and tests actually run:
+##   cc, c++, make      build-essential: the linker cargo calls, and .ci/fetch-redis8 builds Redis
+##                      (C, and C++ for its vendored fast_float)
+##   dpkg-source        dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
+##   libclang(-N).so    libclang-dev: bindgen (redis-module's build) loads it (any one of the
+##                      globs is enough: ls fails when one of them matches nothing)
+##   redis-server       redis-server: the server of `make run` and `make test`; it also brings the
+##                      libraries .ci/fetch-valkey's Valkey links
+##   javac, mvn         default-jdk-headless, maven: the Redisson interoperability suite
 deps:
 	@missing=""; \
-	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	need() { command -v "$$1" >/dev/null 2>&1 || case " $$missing " in *" $$2 "*) ;; *) missing="$$missing $$2";; esac; }; \
+	need cc build-essential; need c++ build-essential; need make build-essential; \
+	need dpkg-source dpkg-dev; \
+	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . || missing="$$missing libclang-dev"; \
+	need $(REDIS_SERVER) redis-server; \
+	need javac default-jdk-headless; need mvn maven; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 build: deps
@@ -32,19 +44,28 @@ release: deps
 run: release
 	$(REDIS_SERVER) redis.conf
 
-## cargo test does not build a cdylib for the integration tests: build it first.
+## cargo test does not build a cdylib for the integration tests: build it first. Each test target
+## prints the server's version line first, so a log says which server the suite ran on.
 test: build
+	@$(REDIS_SERVER) --version
 	cargo test
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
 test-valkey: build
-	REDIS_SERVER="$$(.ci/fetch-valkey)" cargo test
+	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
+## The same suite against Redis 8.0 (Debian trixie's source package), built under target/redis8
+## the first time (about 2 minutes on 2 cores).
+test-redis8: build
+	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
 
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-valkey
+ci: deps lint test test-redis8 test-valkey
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
