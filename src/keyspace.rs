@@ -108,8 +108,9 @@ pub fn encode_member(id: &[u8; ID_LEN], permits: u32) -> [u8; MEMBER_LEN] {
     out
 }
 
-/// Re-encodes a member with another permit count, keeping its id (of any length up to 255,
-/// since it came from a length byte). Used when a release splits an entry.
+/// Re-encodes a member with another permit count, keeping its id, in the 3.17+ layout whatever
+/// layout it came in. Used when a release splits an entry. `None` for an id over 255 bytes (only
+/// a 3.16.4-3.16.8 member can have one; Redisson's were 8 bytes), which a length byte can't say.
 pub fn reencode_member(id: &[u8], permits: u32) -> Option<Vec<u8>> {
     let len = u8::try_from(id.len()).ok()?;
     let mut out = Vec::with_capacity(id.len() + 5);
@@ -146,8 +147,9 @@ const PERMITS_LEN: usize = 4;
 /// - exactly 8 bytes: 3.13.3-3.16.3 `fI` (the id is the float), whatever byte 0 holds, even
 ///   though a length byte of 3 would also make it a 3.17+ member;
 /// - `1 + byte0 + 4` bytes: 3.17.0+ `Bc0I` (the layout this module writes);
-/// - `8 + u64le(bytes 0..8) + 4` bytes: 3.16.4-3.16.8 `Lc0I`. A member can't fit both this
-///   and `Bc0I`: that would need `byte0 + 5 == byte0 + 12` for lengths under 256 + 12.
+/// - `8 + u64le(bytes 0..8) + 4` bytes: 3.16.4-3.16.8 `Lc0I`. No member fits both this and
+///   `Bc0I`: a `Bc0I` member has at most 260 bytes, so the u64 would have to be `byte0` itself,
+///   and `byte0 + 12` is never `byte0 + 5`.
 ///
 /// Anything else (empty, trailing bytes, a length that says more or less than the member
 /// holds) is an error: guessing the permits of data nobody wrote that way could grant too much.
