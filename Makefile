@@ -10,35 +10,54 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps build release run test test-valkey test-redis8 lint ci clean bench
+.PHONY: deps deps-run build release run test test-valkey test-redis8 lint ci clean bench
 
-## Installs with apt only what is missing, each found by what the build and tests actually run:
-##   cc, c++, make      build-essential: the linker cargo calls, and .ci/fetch-redis8 builds Redis
-##                      (C, and C++ for its vendored fast_float)
-##   dpkg-source        dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
-##   libclang(-N).so    libclang-dev: bindgen (redis-module's build) loads it (any one of the
-##                      globs is enough: ls fails when one of them matches nothing)
-##   redis-server       redis-server: the server of `make run` and `make test`; it also brings the
-##                      libraries .ci/fetch-valkey's Valkey links
-##   javac, mvn         default-jdk-headless, maven: the Redisson interoperability suite
-deps:
+## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
+## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
+##   cc             build-essential: the linker cargo calls
+##   libclang       libclang-dev: bindgen (redis-module's build) loads libclang.so or libclang-N.so
+##   redis-server   redis-server: the server of `make run` and `make test`; it also brings the
+##                  libraries that .ci/fetch-valkey's Valkey links
+## and for the tests on other servers and clients:
+##   c++            build-essential: .ci/fetch-redis8 builds Redis (C, and C++ for fast_float)
+##   dpkg-source    dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
+##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
+RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
+TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev \
+	javac=default-jdk-headless mvn=maven
+
+## ls fails when any one of its globs matches nothing, so its output is what counts.
+define install_missing
 	@missing=""; \
-	need() { command -v "$$1" >/dev/null 2>&1 || case " $$missing " in *" $$2 "*) ;; *) missing="$$missing $$2";; esac; }; \
-	need cc build-essential; need c++ build-essential; need make build-essential; \
-	need dpkg-source dpkg-dev; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . || missing="$$missing libclang-dev"; \
-	need $(REDIS_SERVER) redis-server; \
-	need javac default-jdk-headless; need mvn maven; \
+	for pair in $(1); do \
+		tool="$${pair%%=*}"; package="$${pair#*=}"; \
+		if [ "$$tool" = libclang ]; then \
+			ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so \
+				/usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . && continue; \
+		else \
+			command -v "$$tool" >/dev/null 2>&1 && continue; \
+		fi; \
+		case " $$missing " in *" $$package "*) ;; *) missing="$$missing $$package" ;; esac; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
 
-build: deps
+## Everything the build and every test target need.
+deps:
+	$(call install_missing,$(TEST_NEEDS))
+
+## What building the module and `make run` need.
+deps-run:
+	$(call install_missing,$(RUN_NEEDS))
+
+build: deps-run
 	cargo build
 
-release: deps
+release: deps-run
 	cargo build --release
 
 run: release
@@ -46,18 +65,18 @@ run: release
 
 ## cargo test does not build a cdylib for the integration tests: build it first. Each test target
 ## prints the server's version line first, so a log says which server the suite ran on.
-test: build
+test: deps build
 	@$(REDIS_SERVER) --version
 	cargo test
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
-test-valkey: build
+test-valkey: deps build
 	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
 ## The same suite against Redis 8.0 (Debian trixie's source package), built under target/redis8
 ## the first time (about 2 minutes on 2 cores).
-test-redis8: build
+test-redis8: deps build
 	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
