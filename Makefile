@@ -2,6 +2,7 @@
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
 #   make test-valkey  the same tests against Valkey 8.0
+#   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 
@@ -10,40 +11,69 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps deps-java build release run test test-redisson test-valkey lint ci clean bench
+.PHONY: deps deps-run deps-java build release run test test-redisson test-valkey test-redis8 lint ci clean bench
 
-## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
-## redis-module) with apt, only if they are missing.
-deps:
+## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
+## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
+##   cc             build-essential: the linker cargo calls
+##   libclang       libclang-dev: bindgen (redis-module's build) loads libclang.so or libclang-N.so
+##   redis-server   redis-server: the server of `make run` and `make test`; it also brings the
+##                  libraries that .ci/fetch-valkey's Valkey links
+## and for the tests on other servers and clients:
+##   c++            build-essential: .ci/fetch-redis8 builds Redis (C, and C++ for fast_float)
+##   dpkg-source    dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
+##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
+RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
+TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev \
+	javac=default-jdk-headless mvn=maven
+
+## ls fails when any one of its globs matches nothing, so its output is what counts.
+define install_missing
 	@missing=""; \
-	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so /usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . || missing="$$missing libclang-dev"; \
+	for pair in $(1); do \
+		tool="$${pair%%=*}"; package="$${pair#*=}"; \
+		if [ "$$tool" = libclang ]; then \
+			ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so \
+				/usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . && continue; \
+		else \
+			command -v "$$tool" >/dev/null 2>&1 && continue; \
+		fi; \
+		case " $$missing " in *" $$package "*) ;; *) missing="$$missing $$package" ;; esac; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
 
-build: deps
+## Everything the build and every test target need.
+deps:
+	$(call install_missing,$(TEST_NEEDS))
+
+## What building the module and `make run` need.
+deps-run:
+	$(call install_missing,$(RUN_NEEDS))
+
+build: deps-run
 	cargo build
 
-release: deps
+release: deps-run
 	cargo build --release
 
 run: release
 	$(REDIS_SERVER) redis.conf
 
-## cargo test does not build a cdylib for the integration tests: build it first.
-test: build
+## cargo test does not build a cdylib for the integration tests: build it first. Each test target
+## prints the server's version line first, so a log says which server the suite ran on.
+test: deps build
+	@$(REDIS_SERVER) --version
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
 
-## Java 17 and Maven for the Redisson interop suite, with apt, only if they are missing.
+## A JDK and Maven for the Redisson interop suite, only if they are missing.
 deps-java:
-	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
-		echo "installing: maven openjdk-17-jdk-headless"; \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; }
+	$(call install_missing,javac=default-jdk-headless mvn=maven)
 
 ## The Redisson interop suite (tests/redisson/README.md): Maven runs it quietly; the last line is
 ## Surefire's summary, added up from its per-class reports (on a line of its own: Maven ends
@@ -58,14 +88,21 @@ test-redisson: build deps-java
 	exit $$rc
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
-test-valkey: build
-	REDIS_SERVER="$$(.ci/fetch-valkey)" cargo test
+test-valkey: deps build
+	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
+## The same suite against Redis 8.0 (Debian trixie's source package), built under target/redis8
+## the first time (about 2 minutes on 2 cores).
+test-redis8: deps build
+	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
 
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-valkey
+ci: deps lint test test-redis8 test-valkey
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.

@@ -108,8 +108,9 @@ pub fn encode_member(id: &[u8; ID_LEN], permits: u32) -> [u8; MEMBER_LEN] {
     out
 }
 
-/// Re-encodes a member with another permit count, keeping its id (of any length up to 255,
-/// since it came from a length byte). Used when a release splits an entry.
+/// Re-encodes a member with another permit count, keeping its id, in the 3.17+ layout whatever
+/// layout it came in. Used when a release splits an entry. `None` for an id over 255 bytes (only
+/// a 3.16.4-3.16.8 member can have one; Redisson's were 8 bytes), which a length byte can't say.
 pub fn reencode_member(id: &[u8], permits: u32) -> Option<Vec<u8>> {
     let len = u8::try_from(id.len()).ok()?;
     let mut out = Vec::with_capacity(id.len() + 5);
@@ -124,34 +125,86 @@ pub fn reencode_member(id: &[u8], permits: u32) -> Option<Vec<u8>> {
 /// A decoded member: its id bytes and its permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member<'a> {
+    /// The bytes that make the member unique. RELEASE re-encodes them with
+    /// [`reencode_member`] when it splits an entry, so a split always writes the 3.17+ layout.
     pub id: &'a [u8],
     pub permits: u32,
 }
 
-/// Decodes a member the way Redisson's `struct.unpack('Bc0I', m)` does: read the length byte,
-/// skip that many id bytes, read 4 bytes of permits. Trailing bytes are ignored, as Lua does.
+/// Size of the members Redisson 3.13.3-3.16.3 wrote with `struct.pack('fI', random, permits)`:
+/// a 4-byte float, then the permits.
+const FI_LEN: usize = 8;
+/// Size of the length prefix of Redisson 3.16.4-3.16.8's `struct.pack('Lc0I', len, id,
+/// permits)`: a C `unsigned long`, 8 bytes little-endian on the 64-bit servers Redis runs on.
+const LC0I_PREFIX: usize = 8;
+/// Size of the permits field that ends every layout: an unsigned 32-bit little-endian integer.
+const PERMITS_LEN: usize = 4;
+
+/// Decodes a member written by any Redisson release that had a permit log. A member is accepted
+/// only if its length fits one layout exactly; every layout ends with the permits, so they are
+/// then its last 4 bytes. Checked in this order:
+///
+/// - exactly 8 bytes: 3.13.3-3.16.3 `fI` (the id is the float), whatever byte 0 holds, even
+///   though a length byte of 3 would also make it a 3.17+ member;
+/// - `1 + byte0 + 4` bytes: 3.17.0+ `Bc0I` (the layout this module writes);
+/// - `8 + u64le(bytes 0..8) + 4` bytes: 3.16.4-3.16.8 `Lc0I`. No member fits both this and
+///   `Bc0I`: a `Bc0I` member has at most 260 bytes, so the u64 would have to be `byte0` itself,
+///   and `byte0 + 12` is never `byte0 + 5`.
+///
+/// Anything else (empty, trailing bytes, a length that says more or less than the member
+/// holds) is an error: guessing the permits of data nobody wrote that way could grant too much.
 pub fn decode_member(bytes: &[u8]) -> Result<Member<'_>, MemberError> {
-    let (&len, rest) = bytes.split_first().ok_or(MemberError::Empty)?;
-    let len = usize::from(len);
-    let id = rest.get(..len).ok_or(MemberError::Truncated)?;
-    let permits = rest
-        .get(len..len + 4)
+    let (&byte0, _) = bytes.split_first().ok_or(MemberError::Empty)?;
+    let len = bytes.len();
+    let misfit = MemberError::NoLayout { len };
+    let permits_at = len.checked_sub(PERMITS_LEN).ok_or(misfit)?;
+    let id_from = if len == FI_LEN {
+        0
+    } else if 1 + usize::from(byte0) + PERMITS_LEN == len {
+        1
+    } else if fits_lc0i(bytes) {
+        LC0I_PREFIX
+    } else {
+        return Err(misfit);
+    };
+    let id = bytes.get(id_from..permits_at).ok_or(misfit)?;
+    let permits = bytes
+        .get(permits_at..)
         .map(LittleEndian::read_u32)
-        .ok_or(MemberError::Truncated)?;
+        .ok_or(misfit)?;
     Ok(Member { id, permits })
+}
+
+/// Whether `bytes` is exactly an 8-byte little-endian length, that many id bytes and the
+/// permits. The length can be any u64, so the sum is checked rather than trusted to fit.
+fn fits_lc0i(bytes: &[u8]) -> bool {
+    let Some(prefix) = bytes.get(..LC0I_PREFIX) else {
+        return false;
+    };
+    let id_len = LittleEndian::read_u64(prefix);
+    usize::try_from(id_len)
+        .ok()
+        .and_then(|id_len| id_len.checked_add(LC0I_PREFIX + PERMITS_LEN))
+        .is_some_and(|total| total == bytes.len())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberError {
     Empty,
-    Truncated,
+    /// The member's length fits none of the layouts Redisson has written.
+    NoLayout {
+        len: usize,
+    },
 }
 
 impl std::fmt::Display for MemberError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             MemberError::Empty => f.write_str("empty permit entry"),
-            MemberError::Truncated => f.write_str("permit entry shorter than its length byte says"),
+            MemberError::NoLayout { len } => write!(
+                f,
+                "permit entry of {len} bytes fits no Redisson member layout"
+            ),
         }
     }
 }
@@ -256,23 +309,150 @@ mod tests {
         assert_eq!(decoded.permits, 0x0102_0304);
     }
 
-    #[test]
-    fn decoder_accepts_other_id_lengths_and_trailing_bytes() {
-        let m = [3u8, b'a', b'b', b'c', 5, 0, 0, 0, 0xee];
-        let decoded = decode_member(&m).unwrap();
-        assert_eq!(decoded.id, b"abc");
-        assert_eq!(decoded.permits, 5);
-        // The 8-byte ids of older Redisson versions.
-        let old = reencode_member(&[9u8; 8], 2).unwrap();
-        assert_eq!(decode_member(&old).unwrap().permits, 2);
+    /// `struct.pack('Lc0I', #id, id, permits)`, as Redisson 3.16.4-3.16.8 wrote it.
+    fn lc0i(id: &[u8], permits: u32) -> Vec<u8> {
+        let mut out = (id.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(id);
+        out.extend_from_slice(&permits.to_le_bytes());
+        out
+    }
+
+    /// `struct.pack('fI', random, permits)`, as Redisson 3.13.3-3.16.3 wrote it.
+    fn fi(random: f32, permits: u32) -> Vec<u8> {
+        let mut out = random.to_le_bytes().to_vec();
+        out.extend_from_slice(&permits.to_le_bytes());
+        out
     }
 
     #[test]
-    fn decoder_rejects_truncated_members() {
+    fn decoder_reads_bc0i_members_with_any_id_length() {
+        for id_len in [0usize, 1, 2, 4, 8, 15, 16, 17, 255] {
+            let id: Vec<u8> = (0..id_len).map(|i| i as u8 ^ 0x5a).collect();
+            let m = reencode_member(&id, 0xdead_beef).unwrap();
+            assert_eq!(m.len(), 1 + id_len + 4);
+            if m.len() == 8 {
+                continue; // 8 bytes always read as fI: see the next test
+            }
+            let decoded = decode_member(&m).unwrap();
+            assert_eq!((decoded.id, decoded.permits), (&id[..], 0xdead_beef));
+        }
+    }
+
+    #[test]
+    fn eight_bytes_are_always_fi() {
+        let m = fi(0.375, 9);
+        assert_eq!(m.len(), 8);
+        let decoded = decode_member(&m).unwrap();
+        assert_eq!(
+            (decoded.id, decoded.permits),
+            (&0.375f32.to_le_bytes()[..], 9)
+        );
+        // Byte 0 = 3 would also make it a Bc0I member with a 3-byte id: still fI, and the
+        // permits are the same last 4 bytes either way.
+        let ambiguous = [3u8, b'a', b'b', b'c', 7, 0, 0, 0];
+        let decoded = decode_member(&ambiguous).unwrap();
+        assert_eq!((decoded.id, decoded.permits), (&ambiguous[..4], 7));
+        for byte0 in [0u8, 3, 4, 16, 255] {
+            let mut m = fi(0.5, u32::MAX);
+            m[0] = byte0;
+            assert_eq!(decode_member(&m).unwrap().permits, u32::MAX, "{byte0}");
+        }
+    }
+
+    #[test]
+    fn decoder_reads_lc0i_members() {
+        for id_len in [0usize, 1, 8, 16, 243, 244, 300] {
+            let id = vec![0xc3u8; id_len];
+            let m = lc0i(&id, 41);
+            let decoded = decode_member(&m).unwrap();
+            assert_eq!((decoded.id, decoded.permits), (&id[..], 41), "{id_len}");
+        }
+        // The 8-byte random ids Redisson 3.16.4-3.16.8 drew: 20 bytes in all.
+        let m = lc0i(b"\x01\x02\x03\x04\x05\x06\x07\x08", 3);
+        assert_eq!(m.len(), 20);
+        assert_eq!(decode_member(&m).unwrap().permits, 3);
+    }
+
+    #[test]
+    fn decoder_rejects_bc0i_misfits() {
+        let good = encode_member(&[0xab; ID_LEN], 7);
+        let misfit = |len| Err(MemberError::NoLayout { len });
         assert_eq!(decode_member(b""), Err(MemberError::Empty));
-        assert_eq!(decode_member(&[16u8, 1, 2]), Err(MemberError::Truncated));
-        assert_eq!(decode_member(&[0u8, 1, 2, 3]), Err(MemberError::Truncated));
-        assert_eq!(decode_member(&[255u8; 20]), Err(MemberError::Truncated));
+        assert_eq!(decode_member(&good[..20]), misfit(20), "one byte short");
+        assert_eq!(decode_member(&good[..17]), misfit(17), "permits missing");
+        assert_eq!(decode_member(&good[..1]), misfit(1), "length byte alone");
+        let mut long = good.to_vec();
+        long.push(0);
+        assert_eq!(decode_member(&long), misfit(22), "a trailing byte");
+        assert_eq!(decode_member(&[16u8, 1, 2]), misfit(3));
+        assert_eq!(decode_member(&[0u8, 1, 2, 3]), misfit(4));
+        assert_eq!(decode_member(&[0u8, 1, 2, 3, 4, 5]), misfit(6));
+        assert_eq!(decode_member(&[255u8; 20]), misfit(20));
+        assert_eq!(decode_member(&[255u8; 261]), misfit(261));
+        assert_eq!(decode_member(b"junk"), misfit(4));
+    }
+
+    #[test]
+    fn decoder_rejects_fi_misfits() {
+        // One byte short of or over 8, when no other layout fits either.
+        let m = fi(0.25, 5);
+        assert_eq!(
+            decode_member(&m[..7]),
+            Err(MemberError::NoLayout { len: 7 })
+        );
+        let mut over = m.clone();
+        over.push(0);
+        assert_eq!(decode_member(&over), Err(MemberError::NoLayout { len: 9 }));
+    }
+
+    #[test]
+    fn decoder_rejects_lc0i_misfits() {
+        let m = lc0i(&[1u8; 8], 3);
+        let misfit = |len| Err(MemberError::NoLayout { len });
+        assert_eq!(decode_member(&m[..19]), misfit(19), "one byte short");
+        let mut over = m.clone();
+        over.push(0);
+        assert_eq!(decode_member(&over), misfit(21), "a trailing byte");
+        // Huge lengths: none may overflow, and none may wrap around to the member's size
+        // (u64::MAX - 2 + 12 would wrap to 9 in 64 bits, u64::MAX + 12 to 11).
+        for claimed in [u64::MAX, 1 << 63, u64::MAX - 11, 1 << 32] {
+            let mut huge = claimed.to_le_bytes().to_vec();
+            huge.extend_from_slice(&[0u8; 12]);
+            assert_eq!(decode_member(&huge), misfit(20), "{claimed:#x}");
+        }
+        for (claimed, len) in [(u64::MAX - 2, 9), (u64::MAX - 1, 10), (u64::MAX, 11)] {
+            let mut wraps = claimed.to_le_bytes().to_vec();
+            wraps.resize(len, 0);
+            assert_eq!(decode_member(&wraps), misfit(len), "{claimed:#x}");
+        }
+        // An empty id missing a byte of its permits, and a length that says one byte more.
+        assert_eq!(decode_member(&lc0i(&[], 1)[..11]), misfit(11));
+        let mut wrong = lc0i(&[9u8; 4], 2);
+        wrong[0] = 5;
+        assert_eq!(decode_member(&wrong), misfit(16));
+    }
+
+    #[test]
+    fn a_split_member_keeps_a_layout_and_its_permits() {
+        // RELEASE re-encodes a split entry from the decoded id: whatever layout it came in, the
+        // result decodes again, with the new permits.
+        let members = [
+            encode_member(&[4u8; ID_LEN], 9).to_vec(),
+            fi(0.75, 9),
+            lc0i(&[5u8; 8], 9),
+            lc0i(&[6u8; 3], 9),
+            lc0i(&[], 9),
+            lc0i(&[7u8; 255], 9),
+        ];
+        for m in members {
+            let id = decode_member(&m).unwrap().id;
+            let split = reencode_member(id, 4).unwrap();
+            assert_eq!(decode_member(&split).unwrap().permits, 4, "{m:?}");
+        }
+        // An Lc0I id longer than a length byte can say can't be re-encoded: RELEASE reports it.
+        let long = lc0i(&[8u8; 256], 9);
+        let id = decode_member(&long).unwrap().id;
+        assert_eq!(reencode_member(id, 4), None);
     }
 
     #[test]

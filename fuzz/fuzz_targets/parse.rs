@@ -85,14 +85,20 @@ fuzz_target!(|data: &[u8]| {
         let _ = args::client_id(word);
         let _ = args::is_keyword(word, "KEEPSTATE");
 
-        // The member decoder: length byte, that many id bytes, 4 bytes of permits.
-        if let Ok(member) = keyspace::decode_member(word) {
-            assert_eq!(member.id.len(), usize::from(word[0]));
-            assert!(word.len() >= 1 + member.id.len() + 4);
-            let again = keyspace::reencode_member(member.id, member.permits).expect("id <= 255");
-            assert_eq!(again[..], word[..again.len()]);
-        } else {
-            assert!(word.len() < 5 || word.len() < 1 + usize::from(word[0]) + 4);
+        // The member decoder: accepts exactly the members whose length fits a Redisson layout
+        // (checked here in u128, so no sum can wrap), reads their last 4 bytes, and a split
+        // re-encoded from the id decodes again.
+        let fits = fits_a_layout(word);
+        match keyspace::decode_member(word) {
+            Ok(member) => {
+                assert!(fits, "{word:?} accepted");
+                let tail: [u8; 4] = word[word.len() - 4..].try_into().expect("4 bytes");
+                assert_eq!(member.permits, u32::from_le_bytes(tail));
+                if let Some(again) = keyspace::reencode_member(member.id, 7) {
+                    assert_eq!(keyspace::decode_member(&again).map(|m| m.permits), Ok(7));
+                }
+            }
+            Err(_) => assert!(!fits, "{word:?} rejected"),
         }
 
         // Key names derived from arbitrary names and client ids.
@@ -103,3 +109,16 @@ fuzz_target!(|data: &[u8]| {
         assert!(keyspace::hash_slot(word) < 16384);
     }
 });
+
+/// The keyspace contract's rule, written independently of the decoder: 8 bytes (`fI`),
+/// `1 + byte0 + 4` (`Bc0I`) or `8 + u64le(bytes 0..8) + 4` (`Lc0I`).
+fn fits_a_layout(word: &[u8]) -> bool {
+    let len = word.len() as u128;
+    let bc0i = word.first().is_some_and(|&b| 1 + u128::from(b) + 4 == len);
+    let lc0i = word.len() >= 8 && {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&word[..8]);
+        8 + u128::from(u64::from_le_bytes(prefix)) + 4 == len
+    };
+    len == 8 || bc0i || lc0i
+}

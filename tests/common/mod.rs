@@ -373,10 +373,16 @@ pub fn logged_permits(con: &mut Connection, key: &str) -> u32 {
         .sum()
 }
 
-/// The permits of one member, decoded as the keyspace contract says.
+/// The permits of one member, decoded as the keyspace contract says: its length must fit one of
+/// Redisson's layouts (`fI`: 8 bytes, `Bc0I`: 1 + byte 0 + 4, `Lc0I`: 8 + u64le(bytes 0..8) + 4),
+/// and the permits are its last 4 bytes, little-endian.
 pub fn member_permits(member: &[u8]) -> u32 {
-    let len = member[0] as usize;
-    u32::from_le_bytes(member[1 + len..5 + len].try_into().expect("4 bytes"))
+    let len = member.len() as u128;
+    let bc0i = 1 + u128::from(member[0]) + 4 == len;
+    let lc0i = member.len() >= 8
+        && 8 + u128::from(u64::from_le_bytes(member[..8].try_into().expect("8 bytes"))) + 4 == len;
+    assert!(len == 8 || bc0i || lc0i, "{member:?} fits no layout");
+    u32::from_le_bytes(member[member.len() - 4..].try_into().expect("4 bytes"))
 }
 
 /// xorshift64: a deterministic pseudo-random sequence for workloads, so a failing run can be
