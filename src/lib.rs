@@ -94,6 +94,18 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    // Where the category exists already (a reload), commands are still put in it.
+    let _ = commands::doc::add_category(ctx);
+    let debug = options.debug_commands.then_some(&commands::debug::DOC);
+    for doc in DOCS.into_iter().chain(debug) {
+        if commands::doc::categorize(ctx, doc) == Status::Err {
+            ctx.log_warning(&format!(
+                "ratelimit: could not set the ACL categories of {}",
+                doc.name.to_string_lossy()
+            ));
+            return Status::Err;
+        }
+    }
     for doc in DOCS {
         if commands::doc::describe(ctx, doc) == Status::Err {
             ctx.log_warning(&format!(

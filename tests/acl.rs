@@ -443,3 +443,82 @@ fn allowall_checks_every_derived_key_of_every_limiter() {
     assert_eq!(get(&mut admin, "{lim2}:value:alice").as_deref(), Some("3"));
     assert_eq!(get(&mut admin, "{lim1}:value").as_deref(), Some("2"));
 }
+
+/// The server's version as (major, minor), and whether it is Valkey.
+fn server_version(con: &mut Connection) -> ((u32, u32), bool) {
+    let valkey = info_field(con, "server", "valkey_version");
+    let version = valkey
+        .clone()
+        .or_else(|| info_field(con, "server", "redis_version"))
+        .expect("a version");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let major = parts.next().unwrap_or(0);
+    let minor = parts.next().unwrap_or(0);
+    ((major, minor), valkey.is_some())
+}
+
+#[test]
+fn commands_are_in_their_acl_categories_where_the_server_has_them() {
+    let server = Server::start();
+    let mut con = server.conn();
+    let (version, valkey) = server_version(&mut con);
+    // Command categories came with Redis 7.2 (Valkey forked from it), module-defined ones with
+    // Redis 7.4 and Valkey 8.
+    let categories = valkey || version >= (7, 2);
+    let own = valkey || version >= (7, 4);
+    let expected = [
+        ("ratelimit.setrate", "@write @slow"),
+        ("ratelimit.tryacquire", "@write @slow"),
+        ("ratelimit.acquire", "@write @slow @blocking"),
+        ("ratelimit.allow", "@write @slow"),
+        ("ratelimit.allowall", "@write @slow"),
+        ("ratelimit.config", "@read @fast"),
+        ("ratelimit.available", "@read @slow"),
+        ("ratelimit.release", "@write @slow"),
+        ("ratelimit.delete", "@write @slow @keyspace"),
+        ("ratelimit.expire", "@write @fast @keyspace"),
+        ("ratelimit.persist", "@write @fast @keyspace"),
+        ("ratelimit.debug", "@admin @slow @dangerous"),
+    ];
+    for (name, usual) in expected {
+        let info: Vec<Vec<Value>> = line(&mut con, &format!("COMMAND INFO {name}")).unwrap();
+        let got: std::collections::BTreeSet<String> = match info[0].get(6) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::SimpleString(s) => s.clone(),
+                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("{name}: {other:?}"),
+        };
+        let mut want: std::collections::BTreeSet<String> = if categories {
+            usual.split_whitespace().map(str::to_string).collect()
+        } else {
+            Default::default()
+        };
+        if own {
+            want.insert("@ratelimit".into());
+        }
+        assert_eq!(got, want, "{name} on {version:?}");
+    }
+    if !categories {
+        return;
+    }
+    // The categories work in ACL rules.
+    let mut admin = server.conn();
+    if own {
+        set_user(&mut admin, "limiter", "+@ratelimit +acl|whoami ~*");
+        let mut con = login(&server, "limiter");
+        let reply: Vec<Value> = line(&mut con, "RATELIMIT.ALLOW cat RATE 1 1000").unwrap();
+        assert_eq!(reply[1], Value::Int(1));
+        assert!(error_of(&mut con, "GET cat").starts_with("NOPERM"));
+    }
+    set_user(&mut admin, "reader", "+@all -@write ~*");
+    let mut con = login(&server, "reader");
+    let _: Value = line(&mut admin, "RATELIMIT.SETRATE cat2 1 1000").unwrap();
+    let config: Vec<Value> = line(&mut con, "RATELIMIT.CONFIG cat2").unwrap();
+    assert_eq!(config.len(), 8);
+    assert!(error_of(&mut con, "RATELIMIT.ALLOW cat2").starts_with("NOPERM"));
+}

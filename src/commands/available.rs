@@ -16,6 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Returns the permits available now, without writing anything.",
     complexity: c"O(log(N)) plus O(1) per expired entry, N being the entries in the log; O(N) when the value must be rebuilt from the log.",
     arity: -2,
+    acl_categories: c"read slow",
     key: Keys::First(READ),
     args: &[KEY, CLIENT],
 };

@@ -16,6 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Returns a limiter's rate, interval, type and keepAliveTime.",
     complexity: c"O(1)",
     arity: 2,
+    acl_categories: c"read fast",
     key: Keys::First(READ),
     args: &[KEY],
 };

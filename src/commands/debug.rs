@@ -15,6 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Freezes, advances or releases the module's clock (only with the load option debug-commands yes).",
     complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
     arity: -2,
+    acl_categories: c"admin slow dangerous",
     key: Keys::None,
     args: &[Arg::new(
         c"subcommand",

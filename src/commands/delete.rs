@@ -16,6 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Deletes a limiter: its hash, its OVERALL state and the given client's state.",
     complexity: c"O(N) in the entries of the deleted logs.",
     arity: -2,
+    acl_categories: c"write slow keyspace",
     key: Keys::First(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE),
     args: &[KEY, CLIENT],
 };

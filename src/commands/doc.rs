@@ -16,6 +16,8 @@ pub struct Doc {
     pub complexity: &'static CStr,
     /// Redis arity: the exact count including the name, or -N for at least N.
     pub arity: c_int,
+    /// The usual ACL categories it belongs in (`ratelimit` is added where the server can).
+    pub acl_categories: &'static CStr,
     /// Where the command's keys are.
     pub key: Keys,
     pub args: &'static [Arg],
@@ -188,6 +190,51 @@ pub fn describe(ctx: &Context, doc: &Doc) -> Status {
         } else {
             Status::Err
         }
+    }
+}
+
+/// The ACL category every command of the module is in, where the server supports module
+/// categories (Redis 7.4+, Valkey 8).
+pub const CATEGORY: &CStr = c"ratelimit";
+
+/// Adds the module's ACL category; false where the server cannot (Redis before 7.4) or has it
+/// already (a module loaded again after MODULE UNLOAD).
+pub fn add_category(ctx: &Context) -> bool {
+    // SAFETY: called from OnLoad, the only place AddACLCategory may be called.
+    unsafe {
+        raw::RedisModule_AddACLCategory
+            .is_some_and(|add| add(ctx.ctx, CATEGORY.as_ptr()) == raw::REDISMODULE_OK as c_int)
+    }
+}
+
+/// Puts a command in its ACL categories and in `ratelimit`, where the server supports command
+/// categories (Redis 7.2+, Valkey); without the `ratelimit` category where the server does not
+/// know it. A server without the API (7.0) leaves the command in none: it still loads.
+pub fn categorize(ctx: &Context, doc: &Doc) -> Status {
+    // SAFETY: module API pointers filled in at init, called from OnLoad; the strings live until
+    // SetCommandACLCategories returns, and the server parses them there.
+    unsafe {
+        let (Some(get_command), Some(set_categories)) = (
+            raw::RedisModule_GetCommand,
+            raw::RedisModule_SetCommandACLCategories,
+        ) else {
+            return Status::Ok;
+        };
+        let command = get_command(ctx.ctx, doc.name.as_ptr());
+        if command.is_null() {
+            return Status::Err;
+        }
+        let usual = doc.acl_categories.to_string_lossy();
+        let with_own = format!("{usual} {}", CATEGORY.to_string_lossy());
+        for categories in [with_own.as_str(), usual.as_ref()] {
+            let Ok(categories) = std::ffi::CString::new(categories) else {
+                return Status::Err;
+            };
+            if set_categories(command, categories.as_ptr()) == raw::REDISMODULE_OK as c_int {
+                return Status::Ok;
+            }
+        }
+        Status::Err
     }
 }
 

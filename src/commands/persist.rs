@@ -15,6 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Removes the TTL of every key of a limiter.",
     complexity: c"O(1)",
     arity: -2,
+    acl_categories: c"write fast keyspace",
     key: Keys::First(UPDATE),
     args: &[KEY, CLIENT],
 };

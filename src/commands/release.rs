@@ -18,6 +18,7 @@ pub const DOC: Doc = Doc {
     summary: c"Gives permits back by removing the newest log entries worth them.",
     complexity: c"O(M log(N)), M being the entries released and N the entries in the log.",
     arity: -3,
+    acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[KEY, Arg::new(c"permits", Kind::Integer), CLIENT],
 };

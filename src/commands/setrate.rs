@@ -19,6 +19,7 @@ pub const DOC: Doc = Doc {
     summary: c"Creates or reconfigures a rate limiter (Redisson trySetRate with NX, setRate, updateRate with XX).",
     complexity: c"O(1); with KEEPSTATE O(N) in the entries of the client's log, or of the log being reset.",
     arity: -4,
+    acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[
         KEY,

@@ -16,6 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits now if the limiter has them; otherwise replies the milliseconds to wait.",
     complexity: c"O(log(N)) per expired entry pruned plus O(log(N)) to log the acquisition, N being the entries in the log; O(K) more on refusal to find the wait, K being the oldest entries it takes.",
     arity: -2,
+    acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[
         KEY,
