@@ -415,7 +415,10 @@ fn one_call(con: &mut Connection, case: Case, n: i64) -> Res<Row> {
         Case::Refused => {
             matches!(reply, Value::Int(ms) if ms > 0) && after == (Some(n), n, Some("0".into()))
         }
-        Case::KeepState => reply == Value::Int(1) && after == (Some(half), n, Some("0".into())),
+        // The window holds n permits against a rate of n/2: the value keeps the debt.
+        Case::KeepState => {
+            reply == Value::Int(1) && after == (Some(half), n, Some((half - n).to_string()))
+        }
         Case::Expired => reply == Value::Nil && after == (Some(n), 1, Some((n - 1).to_string())),
         Case::ReleaseAll => reply == Value::Int(n) && after == (Some(n), 0, Some(n.to_string())),
         Case::Delete => reply == Value::Int(3) && after == (None, 0, None),
