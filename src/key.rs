@@ -153,11 +153,11 @@ impl<'c> Key<'c> {
 
     /// Several hash fields in one call (absent fields are None). Field names are RedisModule
     /// strings made once per process, so a read allocates nothing for them.
-    pub fn hash_get4(&self, fields: [&FieldName; 4]) -> [Option<RedisString>; 4] {
-        let mut out: [*mut raw::RedisModuleString; 4] = [ptr::null_mut(); 4];
+    pub fn hash_get5(&self, fields: [&FieldName; 5]) -> [Option<RedisString>; 5] {
+        let mut out: [*mut raw::RedisModuleString; 5] = [ptr::null_mut(); 5];
         if self.kind() == Kind::Hash {
-            let [a, b, c, d] = fields.map(FieldName::string);
-            let [oa, ob, oc, od] = &mut out;
+            let [a, b, c, d, e] = fields.map(FieldName::string);
+            let [oa, ob, oc, od, oe] = &mut out;
             // SAFETY: variadic HashGet with (field, &mut out) pairs, terminated by NULL.
             unsafe {
                 call(raw::RedisModule_HashGet, |f| {
@@ -172,6 +172,8 @@ impl<'c> Key<'c> {
                         oc as *mut *mut raw::RedisModuleString,
                         d,
                         od as *mut *mut raw::RedisModuleString,
+                        e,
+                        oe as *mut *mut raw::RedisModuleString,
                         ptr::null_mut::<c_void>(),
                     )
                 });
@@ -209,6 +211,35 @@ impl<'c> Key<'c> {
             self.replicate("HSET", &args);
             self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset");
         }
+    }
+
+    /// Deletes a hash field if present. Replicated as `HDEL key field`.
+    pub fn hash_del(&self, field: &CStr) -> bool {
+        if self.kind() != Kind::Hash {
+            return false;
+        }
+        // SAFETY: variadic HashSet with a C-string field and REDISMODULE_HASH_DELETE as its
+        // value, which deletes the field; it returns how many fields were deleted.
+        let deleted = unsafe {
+            call(raw::RedisModule_HashSet, |f| {
+                f(
+                    self.ptr,
+                    raw::REDISMODULE_HASH_CFIELDS as c_int,
+                    field.as_ptr(),
+                    raw::REDISMODULE_HASH_DELETE as *mut raw::RedisModuleString,
+                    ptr::null_mut::<c_void>(),
+                )
+            })
+        };
+        if deleted.unwrap_or(0) <= 0 {
+            return false;
+        }
+        self.replicate("HDEL", &[field.to_bytes()]);
+        self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hdel");
+        if !self.exists() {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        }
+        true
     }
 
     /// Visits `(score, member)` pairs of a zset in a score span. Empty or missing: no visits.

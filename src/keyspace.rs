@@ -10,6 +10,9 @@ pub const FIELD_RATE: &CStr = c"rate";
 pub const FIELD_INTERVAL: &CStr = c"interval";
 pub const FIELD_TYPE: &CStr = c"type";
 pub const FIELD_KEEP_ALIVE: &CStr = c"keepAliveTime";
+/// The module's own field: grants within this many milliseconds share a log entry. Redisson
+/// ignores fields it does not know; a missing one means 1 (exact).
+pub const FIELD_PRECISION: &CStr = c"precision";
 
 /// `type` field values. Only the exact string `1` means PER_CLIENT.
 pub const TYPE_OVERALL: &[u8] = b"0";

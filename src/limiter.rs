@@ -28,6 +28,20 @@ pub struct Config {
     pub mode: Mode,
     /// TTL refreshed on every acquisition, in milliseconds; 0 = none.
     pub keep_alive: i64,
+    /// Grants within one `precision`-aligned bucket of milliseconds share one log entry, scored
+    /// at the bucket's last millisecond: the log holds at most `interval / precision + 1`
+    /// entries, and permits free at most `precision - 1` ms late, never early. 1 is exact.
+    pub precision: i64,
+}
+
+impl Config {
+    /// The score of a grant at `now`: the last millisecond of its precision bucket.
+    pub fn entry_score(&self, now: i64) -> i64 {
+        let precision = self.precision.max(1);
+        now.div_euclid(precision)
+            .saturating_mul(precision)
+            .saturating_add(precision - 1)
+    }
 }
 
 /// One acquisition in the log.
@@ -253,14 +267,12 @@ pub fn try_acquire<L: PermitLog>(
     let wanted = i64::from(permits);
     let available = state.available;
     if available >= wanted {
-        let newest = state.newest_live.map_or(now, |t| t.max(now));
+        let score = config.entry_score(now);
+        let newest = state.newest_live.map_or(score, |t| t.max(score));
         return Ok(Acquire {
             outcome: Outcome::Acquired,
             prune: state.prune,
-            append: Some(Entry {
-                score: now,
-                permits,
-            }),
+            append: Some(Entry { score, permits }),
             value: value_to_write(stored, available - wanted, true),
             available_after: available - wanted,
             reset_after: free_in(newest, now, config.interval),
@@ -458,13 +470,16 @@ fn wait_until_free<L: PermitLog>(
         Span::After(state.cutoff),
         Order::NewestFirst,
         &mut |entry| {
-            if newer > keep {
-                walked_all = false;
-                return ControlFlow::Break(());
-            }
+            // At most `keep` permits are logged after this entry (or the walk had stopped).
             free_at = Some(entry.score);
             newer = newer.saturating_add(i64::from(entry.permits));
-            ControlFlow::Continue(())
+            if newer > keep {
+                // No older entry qualifies: stop before decoding one more.
+                walked_all = false;
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         },
     )?;
     if walked_all && newer != live {
@@ -601,12 +616,15 @@ mod tests {
             }
             Ok(())
         }
+        /// Like the store's, reads no entry's permits: not counted as a read.
         fn newest_score(&self, span: Span) -> Result<Option<i64>, Infallible> {
+            let reads = self.1.get();
             let mut newest = None;
             self.scan(span, Order::NewestFirst, &mut |entry| {
                 newest = Some(entry.score);
                 ControlFlow::Break(())
             })?;
+            self.1.set(reads);
             Ok(newest)
         }
     }
@@ -617,6 +635,7 @@ mod tests {
             interval,
             mode: Mode::Overall,
             keep_alive: 0,
+            precision: 1,
         }
     }
 
@@ -974,11 +993,78 @@ mod tests {
         log.reads();
         let plan = acquire(&cfg, Some(0), &log, 5_000, 1000);
         assert_eq!(plan.outcome, Outcome::Wait(5_999));
-        assert!(log.reads() <= 3, "newest entry, not the whole log");
+        assert!(log.reads() <= 1, "the newest entry only, not the whole log");
         // A small request reads from the oldest end, just as few entries.
         let plan = acquire(&cfg, Some(0), &log, 5_000, 2);
         assert_eq!(plan.outcome, Outcome::Wait(5_001));
         assert!(log.reads() <= 4);
+    }
+
+    #[test]
+    fn a_grant_is_scored_at_the_end_of_its_precision_bucket() {
+        let cfg = Config {
+            precision: 100,
+            ..overall(5, 1000)
+        };
+        assert_eq!(cfg.entry_score(0), 99);
+        assert_eq!(cfg.entry_score(99), 99);
+        assert_eq!(cfg.entry_score(100), 199);
+        assert_eq!(cfg.entry_score(-1), -1);
+        assert_eq!(overall(5, 1000).entry_score(1234), 1234, "1 is exact");
+        let plan = acquire(&cfg, None, &MemLog::default(), 1234, 2);
+        assert_eq!(
+            plan.append,
+            Some(Entry {
+                score: 1299,
+                permits: 2
+            })
+        );
+        assert_eq!(plan.reset_after, 1065, "free at 1299 + 1000");
+        // Such an entry frees late, never early: at 2298 it still counts.
+        let log = MemLog::with(&[(1299, 5)]);
+        assert_eq!(
+            acquire(&cfg, Some(0), &log, 2298, 1).outcome,
+            Outcome::Wait(1)
+        );
+        assert_eq!(
+            acquire(&cfg, Some(0), &log, 2299, 1).outcome,
+            Outcome::Acquired
+        );
+    }
+
+    #[test]
+    fn coarse_precision_never_admits_more_than_rate_in_any_window_of_real_grants() {
+        for precision in [1, 7, 100] {
+            let cfg = Config {
+                precision,
+                ..overall(9, 300)
+            };
+            let mut log = MemLog::default();
+            let mut value = None;
+            let mut grants: Vec<(i64, i64)> = Vec::new();
+            let mut seed: u64 = 0x51_7cc1_b727_220a ^ precision as u64;
+            let mut now = 0;
+            for _ in 0..20_000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                now += (seed % 11) as i64;
+                let wanted = 1 + (seed >> 8) as u32 % 4;
+                let plan = acquire(&cfg, value, &log, now, wanted);
+                if plan.outcome == Outcome::Acquired {
+                    grants.push((now, i64::from(wanted)));
+                    // The window of real grant times ending now holds at most the rate.
+                    let in_window: i64 = grants
+                        .iter()
+                        .filter(|(t, _)| *t > now - cfg.interval)
+                        .map(|(_, p)| p)
+                        .sum();
+                    assert!(in_window <= cfg.rate, "P={precision} at {now}: {in_window}");
+                }
+                log.apply(&plan, &mut value);
+            }
+            assert!(grants.len() > 500, "P={precision}: {} grants", grants.len());
+        }
     }
 
     #[test]

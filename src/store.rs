@@ -54,14 +54,16 @@ struct Fields {
     interval: Option<RedisString>,
     kind: Option<RedisString>,
     keep_alive: Option<RedisString>,
+    precision: Option<RedisString>,
 }
 
 /// The hash's field names, as strings made once (see [`FieldName`]).
-static FIELD_NAMES: [FieldName; 4] = [
+static FIELD_NAMES: [FieldName; 5] = [
     FieldName::new(keyspace::FIELD_RATE),
     FieldName::new(keyspace::FIELD_INTERVAL),
     FieldName::new(keyspace::FIELD_TYPE),
     FieldName::new(keyspace::FIELD_KEEP_ALIVE),
+    FieldName::new(keyspace::FIELD_PRECISION),
 ];
 
 /// What SETRATE was asked to do; built by `commands::setrate`.
@@ -71,6 +73,7 @@ pub struct RateChange<'a> {
     pub interval: i64,
     pub mode: Mode,
     pub keep_alive: i64,
+    pub precision: i64,
     pub condition: Option<Condition>,
     pub keep_state: bool,
     pub client: Option<&'a [u8]>,
@@ -84,6 +87,7 @@ pub struct Creation {
     pub interval: i64,
     pub mode: Mode,
     pub keep_alive: i64,
+    pub precision: i64,
 }
 
 impl Creation {
@@ -93,6 +97,7 @@ impl Creation {
             interval: self.interval,
             mode: self.mode,
             keep_alive: self.keep_alive,
+            precision: self.precision,
         }
     }
 }
@@ -229,6 +234,14 @@ impl<'c> Limiter<'c> {
                     })?,
                 None => 0,
             },
+            precision: match &fields.precision {
+                Some(bytes) => args::parse_i64(bytes.as_slice())
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| {
+                        Error::corrupt(self.hash.name(), "field 'precision' is not an integer >= 1")
+                    })?,
+                None => 1,
+            },
         }))
     }
 
@@ -243,17 +256,19 @@ impl<'c> Limiter<'c> {
     }
 
     fn fields(&self) -> Fields {
-        let [rate, interval, kind, keep_alive] = self.hash.hash_get4([
+        let [rate, interval, kind, keep_alive, precision] = self.hash.hash_get5([
             &FIELD_NAMES[0],
             &FIELD_NAMES[1],
             &FIELD_NAMES[2],
             &FIELD_NAMES[3],
+            &FIELD_NAMES[4],
         ]);
         Fields {
             rate,
             interval,
             kind,
             keep_alive,
+            precision,
         }
     }
 
@@ -394,6 +409,11 @@ impl<'c> Limiter<'c> {
             (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
             (keyspace::FIELD_TYPE, type_field(creation.mode)),
         ]);
+        if creation.precision != 1 {
+            let precision = creation.precision.to_string();
+            self.hash
+                .hash_set(&[(keyspace::FIELD_PRECISION, precision.as_bytes())]);
+        }
         if creation.keep_alive > 0 {
             self.hash.set_ttl(creation.keep_alive);
         }
@@ -498,6 +518,7 @@ impl<'c> Limiter<'c> {
         let rate = change.rate.to_string();
         let interval = change.interval.to_string();
         let keep_alive = change.keep_alive.to_string();
+        let precision = change.precision.to_string();
 
         if change.condition == Some(Condition::IfAbsent) {
             let mut set: Vec<(&std::ffi::CStr, &[u8])> = Vec::new();
@@ -513,6 +534,10 @@ impl<'c> Limiter<'c> {
             let created = fields.kind.is_none();
             if created {
                 set.push((keyspace::FIELD_TYPE, new_type));
+            }
+            // A missing precision means 1: the field is written only when it says more.
+            if fields.precision.is_none() && change.precision != 1 {
+                set.push((keyspace::FIELD_PRECISION, precision.as_bytes()));
             }
             self.hash.hash_set(&set);
             if created && change.keep_alive > 0 {
@@ -564,6 +589,12 @@ impl<'c> Limiter<'c> {
             (keyspace::FIELD_TYPE, new_type),
             (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
         ]);
+        if change.precision == 1 {
+            self.hash.hash_del(keyspace::FIELD_PRECISION);
+        } else {
+            self.hash
+                .hash_set(&[(keyspace::FIELD_PRECISION, precision.as_bytes())]);
+        }
         if change.keep_alive > 0 {
             self.hash.set_ttl(change.keep_alive);
         }
@@ -583,6 +614,7 @@ impl<'c> Limiter<'c> {
                         interval: change.interval,
                         mode: change.mode,
                         keep_alive: change.keep_alive,
+                        precision: change.precision,
                     };
                     self.apply_ttl_rule(&config, state, 0);
                 }
@@ -645,9 +677,15 @@ impl State<'_> {
         }
     }
 
-    /// Logs an acquisition under a fresh random id. ZADD NX never overwrites a member, so an
-    /// id already in the log (a 2^-128 chance) is redrawn instead of losing an acquisition.
+    /// Logs an acquisition. Grants scored alike (the same millisecond, or the same precision
+    /// bucket) share one entry: one already logged at that score has its permits raised, under
+    /// the same id (ZREM + ZADD); otherwise a new entry gets a fresh random id. ZADD NX never
+    /// overwrites a member, so an id already in the log (a 2^-128 chance) is redrawn instead of
+    /// losing an acquisition.
     fn log(&self, entry: Entry) -> Result<(), Error> {
+        if self.merge(entry) {
+            return Ok(());
+        }
         let mut rng = rand::rng();
         for _ in 0..ID_ATTEMPTS {
             let mut id = [0u8; keyspace::ID_LEN];
@@ -663,6 +701,40 @@ impl State<'_> {
             self.permits.name(),
             "could not draw a unique permit id",
         ))
+    }
+
+    /// Adds `entry`'s permits to the entry already logged at its score, if there is one this
+    /// module can read and the sum fits the member's 32 bits. False if nothing was merged.
+    fn merge(&self, entry: Entry) -> bool {
+        let mut found = None;
+        let _ = self.permits.zscan::<()>(
+            Span::Between(entry.score - 1, entry.score),
+            Order::NewestFirst,
+            |_, member| {
+                found = Some(member.to_vec());
+                Ok(ControlFlow::Break(()))
+            },
+        );
+        let Some(old) = found else {
+            return false;
+        };
+        let Ok(decoded) = keyspace::decode_member(&old) else {
+            return false;
+        };
+        let Some(permits) = decoded.permits.checked_add(entry.permits) else {
+            return false;
+        };
+        let Some(merged) = keyspace::reencode_member(decoded.id, permits) else {
+            return false;
+        };
+        // Added before the old one goes, so the log never empties (and keeps its TTL). An
+        // identical member already there (a degenerate foreign id) leaves the grant to an entry
+        // of its own.
+        if !self.permits.zadd_new(entry.score, &merged) {
+            return false;
+        }
+        self.permits.zrem(&old);
+        true
     }
 
     /// Removes what a plan prunes: expired entries, or the whole log in O(1).

@@ -391,6 +391,10 @@ impl Gen<'_> {
             words.push(b"KEEPALIVE".to_vec());
             words.push(self.from(&[b"60000", b"1000", b"5", b"0"]));
         }
+        if self.rng.one_in(3) {
+            words.push(b"PRECISION".to_vec());
+            words.push(self.from(&[b"1", b"10", b"100", b"0", b"x"]));
+        }
     }
 
     fn command(&mut self) -> (Cmd, Vec<Vec<u8>>) {
@@ -450,6 +454,10 @@ impl Gen<'_> {
                 if self.rng.one_in(4) {
                     let ms = self.from(&[b"0", b"3600000", b"86400000", b"3153600000000"]);
                     options.push(vec![b"KEEPALIVE".to_vec(), ms]);
+                }
+                if self.rng.one_in(4) {
+                    let ms = self.from(&[b"1", b"10", b"100", b"0", b"99999999999999"]);
+                    options.push(vec![b"PRECISION".to_vec(), ms]);
                 }
                 match self.rng.index(4) {
                     0 => options.push(vec![b"NX".to_vec()]),

@@ -126,13 +126,14 @@ fn lua_try_acquire(
 }
 
 /// The log as sorted (score, permits) pairs, whoever wrote the members.
+/// The permits logged per score: what both sides count. The module merges grants of one
+/// millisecond into one member, Redisson's script logs one member each.
 fn decoded_log(con: &mut Connection, log: &str) -> Vec<(i64, u32)> {
-    let mut entries: Vec<(i64, u32)> = log_entries(con, log)
-        .iter()
-        .map(|(member, score)| (*score, member_permits(member)))
-        .collect();
-    entries.sort();
-    entries
+    let mut per_score: std::collections::BTreeMap<i64, u32> = Default::default();
+    for (member, score) in log_entries(con, log) {
+        *per_score.entry(score).or_default() += member_permits(&member);
+    }
+    per_score.into_iter().collect()
 }
 
 #[test]

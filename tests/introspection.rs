@@ -26,7 +26,7 @@ const COMMANDS: [&str; 11] = [
 /// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]` as rendered.
 const RATE: &str = "[RATE create(block: rate(integer) | interval(integer) | \
     [mode(oneof: OVERALL overall(pure-token) | PER_CLIENT per_client(pure-token))] | \
-    [KEEPALIVE ms(integer)])]";
+    [KEEPALIVE ms(integer)] | [PRECISION precision(integer)])]";
 
 fn text(value: &Value) -> String {
     match value {
@@ -130,7 +130,7 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
             "ratelimit.setrate",
             "key(key #0) rate(integer) interval(integer) \
              [mode(oneof: OVERALL overall(pure-token) | PER_CLIENT per_client(pure-token))] \
-             [KEEPALIVE ms(integer)] \
+             [KEEPALIVE ms(integer)] [PRECISION precision(integer)] \
              [condition(oneof: NX nx(pure-token) | XX xx(pure-token))] \
              [KEEPSTATE keepstate(pure-token)] [CLIENT id(string)]",
         ),

@@ -157,25 +157,35 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
 
 #[test]
 fn shutdown_with_a_waiter_and_a_stalled_replica_exits_cleanly_and_keeps_every_key() {
-    let mut master = Server::start_with(&[], &["--shutdown-timeout", "2"]);
+    let mut master = Server::start_with(&["debug-commands", "yes"], &["--shutdown-timeout", "3"]);
     let replica = Server::start_replica(&master, false);
     let mut con = master.conn();
+    set_clock(&mut con, T0);
     for i in 0..20 {
         setrate(&mut con, &format!("keep{i} 5 60000"));
         assert_eq!(try_acquire(&mut con, &format!("keep{i}"), 2), None);
     }
-    setrate(&mut con, "s 1 500");
+    setrate(&mut con, "s 1 1000");
     assert_eq!(try_acquire(&mut con, "s", 1), None);
     let waiter = park(&master, &mut con, "RATELIMIT.ACQUIRE s");
     wait_replicas(&mut con, 1);
     replica.signal("STOP");
-    // A write the stalled replica never acknowledges: SHUTDOWN pauses writes and waits for it,
-    // while the waiter's permit frees up.
+    // A write the stalled replica never acknowledges: SHUTDOWN pauses writes and waits for it.
     setrate(&mut con, "late 1 1000");
     let before = snapshot(&mut con);
-    let _ = line::<Value>(&mut con, "SHUTDOWN SAVE");
+    let shutdown = {
+        let mut con = master.conn();
+        thread::spawn(move || {
+            let _ = line::<Value>(&mut con, "SHUTDOWN SAVE");
+        })
+    };
+    // While SHUTDOWN waits, the waiter's permit frees up (the debug clock's ADVANCE is not a
+    // write, so it runs during the pause, and nudges the waiter's timer).
+    sleep_ms(300);
+    let _ = line::<Value>(&mut con, "RATELIMIT.DEBUG ADVANCE 1000");
     let status = master.wait_exit(Duration::from_secs(15));
     replica.signal("CONT");
+    let _ = shutdown.join();
     let status = status.expect("the server did not exit");
     assert!(status.success(), "{status:?}:\n{}", master.log());
     assert!(

@@ -97,7 +97,8 @@ impl Arg {
 pub const KEY: Arg = Arg::new(c"key", Kind::Key);
 /// `[CLIENT id]`.
 pub const CLIENT: Arg = Arg::new(c"id", Kind::String).after(c"CLIENT").optional();
-/// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]`: create on first use.
+/// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: create on first
+/// use.
 pub const RATE: Arg = Arg::new(
     c"create",
     Kind::Block(&[
@@ -113,6 +114,9 @@ pub const RATE: Arg = Arg::new(
         .optional(),
         Arg::new(c"ms", Kind::Integer)
             .after(c"KEEPALIVE")
+            .optional(),
+        Arg::new(c"precision", Kind::Integer)
+            .after(c"PRECISION")
             .optional(),
     ]),
 )

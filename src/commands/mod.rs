@@ -141,7 +141,8 @@ fn acquire_options<'a>(
     Ok(options)
 }
 
-/// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]`, after the `RATE` keyword.
+/// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
+/// keyword.
 fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
     let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
         return Err(Error::Syntax);
@@ -150,6 +151,7 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
     let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
     let mut mode = None;
     let mut keep_alive = None;
+    let mut precision = None;
     while let Some(token) = tokens.peek() {
         if args::is_keyword(token, "OVERALL") {
             args::set_once(&mut mode, Mode::Overall)?;
@@ -159,6 +161,11 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
             tokens.next_arg();
             let ms = args::integer(tokens.value_of_option()?, "KEEPALIVE", 0, MAX_DURATION_MS)?;
             args::set_once(&mut keep_alive, ms)?;
+            continue;
+        } else if args::is_keyword(token, "PRECISION") {
+            tokens.next_arg();
+            let ms = args::integer(tokens.value_of_option()?, "PRECISION", 1, interval)?;
+            args::set_once(&mut precision, ms)?;
             continue;
         } else {
             break;
@@ -174,6 +181,7 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
         interval,
         mode: mode.unwrap_or(Mode::Overall),
         keep_alive,
+        precision: precision.unwrap_or(1),
     })
 }
 
@@ -195,7 +203,8 @@ mod tests {
                 rate: 10,
                 interval: 1000,
                 mode: Mode::Overall,
-                keep_alive: 0
+                keep_alive: 0,
+                precision: 1
             })
         );
         let parsed = options(&[

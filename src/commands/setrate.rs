@@ -34,6 +34,9 @@ pub const DOC: Doc = Doc {
         )
         .optional(),
         Arg::new(c"ms", Kind::Integer).after(c"KEEPALIVE").optional(),
+        Arg::new(c"precision", Kind::Integer)
+            .after(c"PRECISION")
+            .optional(),
         Arg::new(
             c"condition",
             Kind::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
@@ -61,6 +64,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
     let mut mode = None;
     let mut keep_alive = None;
+    let mut precision = None;
     let mut condition = None;
     let mut keep_state = None;
     let mut client = None;
@@ -75,6 +79,9 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
                 &mut keep_alive,
                 args::integer(ms, "KEEPALIVE", 0, MAX_DURATION_MS)?,
             )?;
+        } else if args::is_keyword(token, "PRECISION") {
+            let ms = tokens.value_of_option()?;
+            args::set_once(&mut precision, args::integer(ms, "PRECISION", 1, interval)?)?;
         } else if args::is_keyword(token, "NX") {
             args::set_once(&mut condition, Condition::IfAbsent)?;
         } else if args::is_keyword(token, "XX") {
@@ -101,6 +108,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
             interval,
             mode: mode.unwrap_or(Mode::Overall),
             keep_alive,
+            precision: precision.unwrap_or(1),
             condition,
             keep_state: keep_state.is_some(),
             client,
