@@ -14,7 +14,7 @@ use crate::store::Limiter;
 pub const DOC: Doc = Doc {
     name: c"ratelimit.available",
     summary: c"Returns the permits available now, without writing anything.",
-    complexity: c"O(log(N)) plus O(1) per expired entry, N being the entries in the log; O(N) when the value must be rebuilt from the log.",
+    complexity: c"O(log(N)) when no entry is live; otherwise O(log(N)) plus O(1) per expired entry, N being the entries in the log. O(N) to repair a missing value or one above the rate.",
     arity: -2,
     acl_categories: c"read slow",
     key: Keys::First(READ),

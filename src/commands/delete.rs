@@ -14,7 +14,7 @@ use crate::store::Limiter;
 pub const DOC: Doc = Doc {
     name: c"ratelimit.delete",
     summary: c"Deletes a limiter: its hash, its OVERALL state and the given client's state.",
-    complexity: c"O(N) in the entries of the deleted logs.",
+    complexity: c"O(1) per key: keys are unlinked, big logs freed in the background.",
     arity: -2,
     acl_categories: c"write slow keyspace",
     key: Keys::First(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE),

@@ -16,7 +16,7 @@ use crate::store::Limiter;
 pub const DOC: Doc = Doc {
     name: c"ratelimit.release",
     summary: c"Gives permits back by removing the newest log entries worth them.",
-    complexity: c"O(M log(N)), M being the entries released and N the entries in the log.",
+    complexity: c"O((E+K+1) log(N)), E being the expired entries pruned, K the entries released or split and N the entries in the log; releasing everything logged drops the log in O(1). O(N) to repair a missing value or one above the rate.",
     arity: -3,
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),

@@ -17,7 +17,7 @@ use crate::store::{Condition, Limiter, RateChange};
 pub const DOC: Doc = Doc {
     name: c"ratelimit.setrate",
     summary: c"Creates or reconfigures a rate limiter (Redisson trySetRate with NX, setRate, updateRate with XX).",
-    complexity: c"O(1); with KEEPSTATE O(N) in the entries of the client's log, or of the log being reset.",
+    complexity: c"O(1); a reset unlinks the state, big logs freed in the background. With KEEPSTATE O(log(N) + B) plus O(log(N)) per entry pruned, B being the entries between the old and the new cutoff; O(N) to repair a missing value or an unreadable configuration.",
     arity: -4,
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),

@@ -14,7 +14,7 @@ use crate::store::{Limiter, Turn};
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",
     summary: c"Takes permits now if the limiter has them; otherwise replies the milliseconds to wait.",
-    complexity: c"O(log(N)) per expired entry pruned plus O(log(N)) to log the acquisition, N being the entries in the log; O(K) more on refusal to find the wait, K being the oldest entries it takes.",
+    complexity: c"O(log(N)) to log a grant plus O(log(N)) per expired entry pruned while live entries remain (a fully expired log is dropped in O(1)), N being the entries in the log. A refusal walks the log from the nearer end: O(1) for the whole rate, O(N/2) at worst. O(N) to repair a missing value or one above the rate.",
     arity: -2,
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
