@@ -177,9 +177,27 @@ fn register_debug_command(ctx: &Context) -> Status {
     }
 }
 
+/// The module's version as `MODULE LIST` shows it: major * 10000 + minor * 100 + patch, from
+/// Cargo.toml's version.
+const MODULE_VERSION: i32 = {
+    const fn number(digits: &str) -> i32 {
+        let bytes = digits.as_bytes();
+        let mut value = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            value = value * 10 + (bytes[i] - b'0') as i32;
+            i += 1;
+        }
+        value
+    }
+    number(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"))
+};
+
 redis_module! {
     name: "ratelimit",
-    version: 1,
+    version: MODULE_VERSION,
     allocator: (allocator!(), allocator!()),
     data_types: [],
     init: init,

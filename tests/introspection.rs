@@ -699,3 +699,25 @@ fn without_the_load_option_there_is_no_debug_command() {
         assert!(command_info(&mut con, name).is_some(), "{name}");
     }
 }
+
+#[test]
+fn one_version_everywhere() {
+    // Cargo.toml's version, as MODULE LIST and COMMAND DOCS show it.
+    let version = env!("CARGO_PKG_VERSION");
+    let parts: Vec<i64> = version.split('.').map(|p| p.parse().unwrap()).collect();
+    let server = Server::start();
+    let mut con = server.conn();
+    let modules: Vec<Value> = line(&mut con, "MODULE LIST").unwrap();
+    let ours = modules
+        .iter()
+        .find(|m| field_text(m, "name").as_deref() == Some("ratelimit"))
+        .expect("the module is listed");
+    assert_eq!(
+        field(ours, "ver"),
+        Some(&Value::Int(parts[0] * 10000 + parts[1] * 100 + parts[2]))
+    );
+    for name in COMMANDS {
+        let [_, since, ..] = docs(&mut con, name).unwrap();
+        assert_eq!(since, version, "{name}");
+    }
+}

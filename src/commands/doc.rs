@@ -8,7 +8,13 @@ use std::ptr;
 
 use redis_module::{raw, Context, Status};
 
-pub const SINCE: &CStr = c"1.0.0";
+/// The version every command first shipped in: this one, the module's first release. Taken from
+/// Cargo.toml, the one place the version is written.
+pub const SINCE: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(version) => version,
+        Err(_) => panic!("the crate version has no NUL"),
+    };
 
 pub struct Doc {
     pub name: &'static CStr,
