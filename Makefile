@@ -1,6 +1,7 @@
 # ratelimit: build, run and test the Redis module.
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
+#   make deps-examples  the HTTP middleware examples' packages (examples/middleware), pinned
 #   make test-valkey  the same tests against Valkey 8.0
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
@@ -10,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps deps-java build release run test test-redisson test-valkey lint ci clean bench
+.PHONY: deps deps-java deps-examples examples-toolchains build release run test test-redisson test-valkey lint ci clean bench
 
 ## Installs redis-server (the test and run server) and libclang-dev (bindgen needs it to build
 ## redis-module) with apt, only if they are missing.
@@ -34,7 +35,8 @@ run: release
 	$(REDIS_SERVER) redis.conf
 
 ## cargo test does not build a cdylib for the integration tests: build it first.
-test: build
+## tests/middleware.rs runs the example apps: their packages come first.
+test: build deps-examples
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
 
@@ -44,6 +46,32 @@ deps-java:
 		echo "installing: maven openjdk-17-jdk-headless"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; }
+
+## The packages of the HTTP middleware examples (docs/application-guide.md), at the versions their
+## lock files pin, from PyPI, npm, the Go module proxy and Maven Central: redis-py in a venv under
+## target/, ioredis in node_modules, go-redis in the Go module cache, Jedis in
+## examples/middleware/java/target/lib (mvn package also compiles the Java example). Python 3,
+## Node 20, Go and Java 17 + Maven must be installed; the venv and node_modules are redone only
+## when their requirements change.
+EXAMPLES := examples/middleware
+EXAMPLES_VENV := target/examples-venv
+
+deps-examples: examples-toolchains deps-java $(EXAMPLES_VENV)/.installed $(EXAMPLES)/node/node_modules/.package-lock.json
+	cd $(EXAMPLES)/go && go mod download
+	mvn -q -B -f $(EXAMPLES)/java/pom.xml package
+
+examples-toolchains:
+	@for tool in python3 node npm go; do \
+		command -v $$tool >/dev/null 2>&1 || { echo "deps-examples: $$tool is missing: install Python 3, Node 20, Go 1.26"; exit 1; }; \
+	done
+
+$(EXAMPLES_VENV)/.installed: $(EXAMPLES)/python/requirements.txt
+	python3 -m venv $(EXAMPLES_VENV)
+	$(EXAMPLES_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+$(EXAMPLES)/node/node_modules/.package-lock.json: $(EXAMPLES)/node/package-lock.json
+	cd $(EXAMPLES)/node && npm ci --no-audit --no-fund
 
 ## The Redisson interop suite (tests/redisson/README.md): Maven runs it quietly; the last line is
 ## Surefire's summary, added up from its per-class reports (on a line of its own: Maven ends
@@ -58,7 +86,7 @@ test-redisson: build deps-java
 	exit $$rc
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
-test-valkey: build
+test-valkey: build deps-examples
 	REDIS_SERVER="$$(.ci/fetch-valkey)" cargo test
 
 lint:
