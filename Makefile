@@ -1,6 +1,7 @@
 # ratelimit: build, run and test the Redis module.
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
+#   make deps-examples  the HTTP middleware examples' packages (examples/middleware), pinned
 #   make test-valkey  the same tests against Valkey 8.0
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
@@ -11,7 +12,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps deps-run deps-java build release run test test-redisson test-valkey test-redis8 lint ci clean bench
+.PHONY: deps deps-run deps-java deps-examples examples-toolchains build release run test test-redisson \
+	test-valkey test-redis8 lint ci clean bench
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -66,7 +68,8 @@ run: release
 
 ## cargo test does not build a cdylib for the integration tests: build it first. Each test target
 ## prints the server's version line first, so a log says which server the suite ran on.
-test: deps build
+## tests/middleware.rs runs the example apps: their packages come first.
+test: deps build deps-examples
 	@$(REDIS_SERVER) --version
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
@@ -74,6 +77,32 @@ test: deps build
 ## A JDK and Maven for the Redisson interop suite, only if they are missing.
 deps-java:
 	$(call install_missing,javac=default-jdk-headless mvn=maven)
+
+## The packages of the HTTP middleware examples (docs/application-guide.md), at the versions their
+## lock files pin, from PyPI, npm, the Go module proxy and Maven Central: redis-py in a venv under
+## target/, ioredis in node_modules, go-redis in the Go module cache, Jedis in
+## examples/middleware/java/target/lib (mvn package also compiles the Java example). Python 3,
+## Node 20, Go and Java 17 + Maven must be installed; the venv and node_modules are redone only
+## when their requirements change.
+EXAMPLES := examples/middleware
+EXAMPLES_VENV := target/examples-venv
+
+deps-examples: examples-toolchains deps-java $(EXAMPLES_VENV)/.installed $(EXAMPLES)/node/node_modules/.package-lock.json
+	cd $(EXAMPLES)/go && go mod download
+	mvn -q -B -f $(EXAMPLES)/java/pom.xml package
+
+examples-toolchains:
+	@for tool in python3 node npm go; do \
+		command -v $$tool >/dev/null 2>&1 || { echo "deps-examples: $$tool is missing: install Python 3, Node 20, Go 1.26"; exit 1; }; \
+	done
+
+$(EXAMPLES_VENV)/.installed: $(EXAMPLES)/python/requirements.txt
+	python3 -m venv $(EXAMPLES_VENV)
+	$(EXAMPLES_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+$(EXAMPLES)/node/node_modules/.package-lock.json: $(EXAMPLES)/node/package-lock.json
+	cd $(EXAMPLES)/node && npm ci --no-audit --no-fund
 
 ## The Redisson interop suite (tests/redisson/README.md): Maven runs it quietly; the last line is
 ## Surefire's summary, added up from its per-class reports (on a line of its own: Maven ends
@@ -88,13 +117,13 @@ test-redisson: build deps-java
 	exit $$rc
 
 ## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
-test-valkey: deps build
+test-valkey: deps build deps-examples
 	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
 ## The same suite against Redis 8.0 (Debian trixie's source package), built under target/redis8
 ## the first time (about 2 minutes on 2 cores).
-test-redis8: deps build
+test-redis8: deps build deps-examples
 	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 

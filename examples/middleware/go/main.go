@@ -1,0 +1,120 @@
+// Per-user rate limiting for net/http with one RATELIMIT.ALLOW call per request.
+//
+//	REDIS_URL=redis://127.0.0.1:6379 PORT=8080 go run .
+//	curl -i -H 'X-User: alice' http://127.0.0.1:8080/
+//
+// Requests are keyed by the X-User header (use your authenticated user id in a real app), or by
+// the remote address. Each user's limiter is created by its first request (RATE) and removed by
+// Redis once the user is idle for a whole interval (KEEPALIVE), so no setup call is needed.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	limit            = 10     // requests per user ...
+	intervalMs       = 60_000 // ... per minute
+	reportsTimeoutMs = 1_000  // /report waits at most this long for its turn
+)
+
+// seconds is milliseconds as whole seconds, rounded up: a client that waits this long is never
+// early.
+func seconds(ms int64) string { return strconv.FormatInt((ms+999)/1000, 10) }
+
+func userOf(r *http.Request) string {
+	if user := r.Header.Get("X-User"); user != "" {
+		return user
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	return host
+}
+
+// RateLimit is middleware: 429 with Retry-After once a user is over the limit, X-RateLimit-*
+// always. KEEPALIVE = interval: an idle limiter expires only when all its permits have.
+func RateLimit(rdb *redis.Client, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply, err := rdb.Do(r.Context(), "RATELIMIT.ALLOW", "api:user:"+userOf(r),
+			"RATE", limit, intervalMs, "OVERALL", "KEEPALIVE", intervalMs).Result()
+		m, ok := reply.(map[interface{}]interface{}) // RESP3, go-redis' default: a map
+		if err != nil || !ok {
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		field := func(name string) int64 { n, _ := m[name].(int64); return n }
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(field("limit"), 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(field("remaining"), 10))
+		h.Set("X-RateLimit-Reset", seconds(field("reset_after")))
+		if field("allowed") == 0 {
+			h.Set("Retry-After", seconds(field("retry_after")))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// acquire runs RATELIMIT.ACQUIRE: it waits in Redis, first come first served, up to timeoutMs.
+// It returns -1 once the permit is ours, else the wait hint in ms. waiters must be a client whose
+// ReadTimeout outlasts timeoutMs and that never retries: go-redis' defaults (5 s, 3 retries on
+// a timeout) would give up and resend the command, queueing a new waiter each time.
+func acquire(ctx context.Context, waiters *redis.Client, key string, timeoutMs int64) (int64, error) {
+	wait, err := waiters.Do(ctx, "RATELIMIT.ACQUIRE", key, "TIMEOUT", timeoutMs,
+		"RATE", 1, 60_000, "KEEPALIVE", 60_000).Int64()
+	if err == redis.Nil {
+		return -1, nil
+	}
+	return wait, err
+}
+
+func main() {
+	opt, err := redis.ParseURL(getenv("REDIS_URL", "redis://127.0.0.1:6379"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	// A pool of its own (each blocked ACQUIRE holds its connection until it returns).
+	waitOpt := *opt
+	waitOpt.ReadTimeout = reportsTimeoutMs*time.Millisecond + 5*time.Second
+	waitOpt.MaxRetries = -1
+	waiters := redis.NewClient(&waitOpt)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/report", func(w http.ResponseWriter, r *http.Request) {
+		// Expensive reports: one a minute across all users; wait briefly for a turn.
+		wait, err := acquire(r.Context(), waiters, "reports", reportsTimeoutMs)
+		switch {
+		case err != nil:
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+		case wait >= 0:
+			w.Header().Set("Retry-After", seconds(wait))
+			http.Error(w, "reports are busy", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintf(w, "report for %s\n", userOf(r))
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s\n", userOf(r))
+	})
+
+	addr := "127.0.0.1:" + getenv("PORT", "8080")
+	log.Printf("listening on http://%s", addr)
+	log.Fatal(http.ListenAndServe(addr, RateLimit(rdb, mux)))
+}
+
+func getenv(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

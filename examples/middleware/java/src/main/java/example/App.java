@@ -1,0 +1,166 @@
+package example;
+
+import com.sun.net.httpserver.Filter;
+import com.sun.net.httpserver.Headers;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisException;
+import redis.clients.jedis.util.JedisURIHelper;
+import redis.clients.jedis.util.SafeEncoder;
+
+/**
+ * Per-user rate limiting for com.sun.net.httpserver with one RATELIMIT.ALLOW call per request.
+ *
+ * <pre>
+ *   REDIS_URL=redis://127.0.0.1:6379 PORT=8080 java -cp 'target/classes:target/lib/*' example.App
+ *   curl -i -H 'X-User: alice' http://127.0.0.1:8080/
+ * </pre>
+ *
+ * <p>Requests are keyed by the X-User header (use your authenticated user id in a real app), or
+ * by the remote address. Each user's limiter is created by its first request (RATE) and removed
+ * by Redis once the user is idle for a whole interval (KEEPALIVE), so no setup call is needed.
+ */
+public final class App {
+    static final int LIMIT = 10; // requests per user ...
+    static final long INTERVAL_MS = 60_000; // ... per minute
+    static final long REPORTS_TIMEOUT_MS = 1_000; // /report waits at most this long for its turn
+
+    static final ProtocolCommand ALLOW = () -> SafeEncoder.encode("RATELIMIT.ALLOW");
+    static final ProtocolCommand ACQUIRE = () -> SafeEncoder.encode("RATELIMIT.ACQUIRE");
+
+    /** Milliseconds as whole seconds, rounded up: a client that waits this long is never early. */
+    static String seconds(long ms) {
+        return Long.toString((ms + 999) / 1000);
+    }
+
+    static String userOf(HttpExchange exchange) {
+        String user = exchange.getRequestHeaders().getFirst("X-User");
+        return user != null && !user.isEmpty()
+                ? user
+                : exchange.getRemoteAddress().getAddress().getHostAddress();
+    }
+
+    /** 429 with Retry-After once a user is over the limit, X-RateLimit-* always. */
+    static final class RateLimit extends Filter {
+        private final RedisClient redis;
+
+        RateLimit(RedisClient redis) {
+            this.redis = redis;
+        }
+
+        @Override
+        public String description() {
+            return "per-user rate limit";
+        }
+
+        @Override
+        public void doFilter(HttpExchange exchange, Chain chain) throws IOException {
+            Map<String, Long> r;
+            try {
+                // KEEPALIVE = interval: an idle limiter expires only when all its permits have.
+                r = fields(redis.executeCommand(new CommandArguments(ALLOW)
+                        .key("api:user:" + userOf(exchange))
+                        .add("RATE").add(LIMIT).add(INTERVAL_MS).add("OVERALL")
+                        .add("KEEPALIVE").add(INTERVAL_MS)));
+            } catch (JedisException e) {
+                send(exchange, 503, "rate limiter unavailable\n");
+                return;
+            }
+            Headers h = exchange.getResponseHeaders();
+            h.set("X-RateLimit-Limit", r.get("limit").toString());
+            h.set("X-RateLimit-Remaining", r.get("remaining").toString());
+            h.set("X-RateLimit-Reset", seconds(r.get("reset_after")));
+            if (r.get("allowed") == 0) {
+                h.set("Retry-After", seconds(r.get("retry_after")));
+                send(exchange, 429, "too many requests\n");
+                return;
+            }
+            chain.doFilter(exchange);
+        }
+    }
+
+    /** ALLOW's reply as name to value: with RESP3, Jedis' default, a list of map entries. */
+    static Map<String, Long> fields(Object reply) {
+        Map<String, Long> fields = new HashMap<>();
+        for (Object item : (List<?>) reply) {
+            Map.Entry<?, ?> entry = (Map.Entry<?, ?>) item;
+            fields.put(SafeEncoder.encode((byte[]) entry.getKey()), (Long) entry.getValue());
+        }
+        return fields;
+    }
+
+    /**
+     * RATELIMIT.ACQUIRE: waits in Redis, first come first served, up to timeoutMs. Returns null
+     * once the permit is ours, else the wait hint in ms. {@code waiters} is a client of its own,
+     * so blocked waiters never hold the connections ALLOW needs, built by {@link #waiters} with a
+     * blocking socket timeout that outlasts TIMEOUT. Jedis does not retry, and closes a
+     * connection that failed, which takes its waiter out of Redis' queue.
+     */
+    static Long acquire(RedisClient waiters, String key, long timeoutMs) {
+        return (Long) waiters.executeCommand(new CommandArguments(ACQUIRE).key(key)
+                .add("TIMEOUT").add(timeoutMs)
+                .add("RATE").add(1).add(60_000).add("KEEPALIVE").add(60_000)
+                .blocking());
+    }
+
+    static RedisClient waiters(URI uri, long timeoutMs) {
+        return RedisClient.builder()
+                .hostAndPort(JedisURIHelper.getHostAndPort(uri))
+                .clientConfig(DefaultJedisClientConfig.builder(uri)
+                        .blockingSocketTimeoutMillis((int) timeoutMs + 5_000)
+                        .build())
+                .build();
+    }
+
+    static void send(HttpExchange exchange, int status, String body) throws IOException {
+        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+        exchange.getResponseHeaders().set("Content-Type", "text/plain");
+        exchange.sendResponseHeaders(status, bytes.length);
+        try (OutputStream out = exchange.getResponseBody()) {
+            out.write(bytes);
+        }
+    }
+
+    public static void main(String[] args) throws IOException {
+        URI uri = URI.create(System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379"));
+        int port = Integer.parseInt(System.getenv().getOrDefault("PORT", "8080"));
+        RedisClient redis = RedisClient.create(uri);
+        RedisClient waiters = waiters(uri, REPORTS_TIMEOUT_MS);
+
+        HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
+        server.createContext("/report", exchange -> {
+            // Expensive reports: one a minute across all users; wait briefly for a turn.
+            Long wait;
+            try {
+                wait = acquire(waiters, "reports", REPORTS_TIMEOUT_MS);
+            } catch (JedisException e) {
+                send(exchange, 503, "rate limiter unavailable\n");
+                return;
+            }
+            if (wait != null) {
+                exchange.getResponseHeaders().set("Retry-After", seconds(wait));
+                send(exchange, 503, "reports are busy\n");
+                return;
+            }
+            send(exchange, 200, "report for " + userOf(exchange) + "\n");
+        }).getFilters().add(new RateLimit(redis));
+        server.createContext("/", exchange -> send(exchange, 200, "hello " + userOf(exchange) + "\n"))
+                .getFilters().add(new RateLimit(redis));
+        server.setExecutor(Executors.newCachedThreadPool());
+        server.start();
+        System.out.println("listening on http://127.0.0.1:" + port);
+    }
+}
