@@ -38,9 +38,12 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
-use super::{
-    command_stats, flush, keys, median, quote, set_clock, Ids, LoadMeter, Res, Server, T0,
-};
+use crate::limiter::{keys, set_clock, Ids};
+use crate::machine::LoadMeter;
+use crate::measure::{command_stats, median};
+use crate::report::{percent, quote};
+use crate::server::{self, Server};
+use crate::{flush, Res, T0};
 
 /// Log sizes of the full run, and of `--quick`.
 pub const SIZES: [i64; 3] = [10_000, 100_000, 1_000_000];
@@ -162,12 +165,12 @@ pub struct Worst {
 /// Runs the worst cases on a server of their own, for each of `sizes`.
 pub fn run(module: &Path, sizes: &[i64]) -> Res<Worst> {
     let started = Instant::now();
-    let server = Server::start(
+    let server = server::start(
         module,
         &[],
         &["--repl-backlog-size", "16mb", "--repl-backlog-ttl", "0"],
     )?;
-    let mut con = server.conn()?;
+    let mut con = server::connect(&server)?;
     create_backlog(&server, &mut con)?;
     let load = LoadMeter::start(&mut con);
     let mut ids = Ids::new(0x0bad_5eed);
@@ -219,6 +222,7 @@ pub fn run(module: &Path, sizes: &[i64]) -> Res<Worst> {
     }
     worst.busy = load.others(&mut con);
     worst.seconds = started.elapsed().as_secs_f64();
+    server::stop(server);
     Ok(worst)
 }
 
@@ -453,7 +457,7 @@ fn recheck(server: &Server, con: &mut Connection, n: i64) -> Res<(Row, Baseline)
         base_wall.push(wall);
         base_cpu.push(cpu);
     }
-    let mut waiter = server.conn()?;
+    let mut waiter = server::connect(server)?;
     let waiter_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut waiter)?;
     waiter.send_packed_command(
         &redis::cmd("RATELIMIT.ACQUIRE")
@@ -623,7 +627,7 @@ impl Worst {
             "(loading each log by pipelined ZADD: {}; section took {:.0}s; CPU used by other processes: {})",
             loads.join(", "),
             self.seconds,
-            super::percent(self.busy)
+            percent(self.busy)
         );
         s
     }
