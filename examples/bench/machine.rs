@@ -7,11 +7,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Connection;
+use serde::Serialize;
 
-use crate::report::quote;
 use crate::server::server_binary;
 
 /// What the numbers were measured on, as the reports print it.
+#[derive(Serialize)]
 pub struct Machine {
     pub cpus: usize,
     pub cpu_model: String,
@@ -21,16 +22,6 @@ pub struct Machine {
 }
 
 impl Machine {
-    pub fn json(&self) -> String {
-        format!(
-            "{{\"cpus\": {}, \"cpu_model\": {}, \"redis_version\": {}, \"source\": {}}}",
-            self.cpus,
-            quote(&self.cpu_model),
-            quote(&self.redis_version),
-            quote(&self.source)
-        )
-    }
-
     pub fn probe() -> Machine {
         let cpus = thread::available_parallelism().map_or(0, |n| n.get());
         let cpu_model = Command::new("lscpu")

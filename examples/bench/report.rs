@@ -1,14 +1,16 @@
-//! The report: the tables printed and saved as text, the targets, and the JSON, written to
-//! bench/results/.
+//! The report: the tables printed and saved as text, the targets, and the JSON (serde views of
+//! the results, with values rounded as the tables print them), written to bench/results/.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
+use serde::Serialize;
+
 use crate::machine::Machine;
 use crate::measure::{Cpu, WindowResult};
 use crate::throughput::{Throughput, CLIENTS, THROUGHPUT_WINDOW};
-use crate::worst::Worst;
+use crate::worst::{Worst, WorstJson};
 use crate::{Plan, Res};
 
 /// A full run.
@@ -25,7 +27,9 @@ pub struct Report {
 }
 
 /// One of the project's performance targets, and whether this run met it.
+#[derive(Serialize)]
 struct Target {
+    #[serde(rename = "target")]
     name: String,
     wanted: String,
     measured: String,
@@ -231,17 +235,8 @@ impl Report {
     }
 
     pub fn json(&self) -> String {
-        let mut j = String::from("{\n");
-        let _ = writeln!(j, "  \"machine\": {},", self.machine.json());
-        let _ = writeln!(
-            j,
-            "  \"cpu_per_call\": {{\"unit\": \"usec\", \"source\": \"INFO commandstats usec/calls\", \"reps\": {}, \"calls_per_rep\": {}, \"incr\": {:.4}, \"windows\": [",
-            self.plan.reps,
-            self.plan.calls,
-            self.incr.median()
-        );
         let incr = self.incr.median();
-        let rows: Vec<String> = self
+        let windows = self
             .windows
             .iter()
             .map(|w| {
@@ -251,73 +246,81 @@ impl Report {
                     w.module_refuse.median(),
                     w.lua_refuse.median(),
                 );
-                format!(
-                    "    {{\"window\": {}, \"grant\": {{\"module\": {:.4}, \"lua\": {:.4}, \"lua_over_module\": {:.3}, \"module_over_incr\": {:.3}, \"module_samples\": {}, \"lua_samples\": {}}}, \"refusal\": {{\"module\": {:.4}, \"lua\": {:.4}, \"lua_over_module\": {:.3}, \"module_over_incr\": {:.3}}}, \"memory\": {{\"hash\": {}, \"value\": {}, \"permits\": {}, \"total\": {}, \"permits_encoding\": {}}}}}",
-                    w.window, mg, lg, lg / mg, mg / incr, floats(&w.module_grant.samples), floats(&w.lua_grant.samples),
-                    mr, lr, lr / mr, mr / incr,
-                    w.memory.hash, w.memory.value, w.memory.permits, w.memory.total(), quote(&w.memory.encoding)
-                )
+                WindowJson {
+                    window: w.window,
+                    grant: GrantJson {
+                        module: round(mg, 4),
+                        lua: round(lg, 4),
+                        lua_over_module: round(lg / mg, 3),
+                        module_over_incr: round(mg / incr, 3),
+                        module_samples: rounded(&w.module_grant.samples, 4),
+                        lua_samples: rounded(&w.lua_grant.samples, 4),
+                    },
+                    refusal: RefusalJson {
+                        module: round(mr, 4),
+                        lua: round(lr, 4),
+                        lua_over_module: round(lr / mr, 3),
+                        module_over_incr: round(mr / incr, 3),
+                    },
+                    memory: MemoryJson {
+                        hash: w.memory.hash,
+                        value: w.memory.value,
+                        permits: w.memory.permits,
+                        total: w.memory.total(),
+                        permits_encoding: w.memory.encoding.clone(),
+                    },
+                }
             })
             .collect();
-        let _ = writeln!(j, "{}\n  ]}},", rows.join(",\n"));
-        match &self.throughput {
-            None => j.push_str("  \"throughput\": null,\n"),
-            Some(t) => {
-                let _ = writeln!(
-                    j,
-                    "  \"throughput\": {{\"tool\": \"redis-benchmark\", \"clients\": {CLIENTS}, \"rounds\": {}, \"path\": \"refused (full {}-entry window, frozen clock)\", \"module_counters\": {}, \"pipelines\": [",
-                    t.rounds,
-                    THROUGHPUT_WINDOW,
-                    match t.counters {
-                        Some((a, r)) => format!("{{\"acquired\": {a}, \"refused\": {r}}}"),
-                        None => "null".into(),
+        let throughput = self.throughput.as_ref().map(|t| ThroughputJson {
+            tool: "redis-benchmark",
+            clients: CLIENTS,
+            rounds: t.rounds,
+            path: format!("refused (full {THROUGHPUT_WINDOW}-entry window, frozen clock)"),
+            module_counters: t
+                .counters
+                .map(|(acquired, refused)| Counters { acquired, refused }),
+            pipelines: t
+                .rps
+                .iter()
+                .map(|(&p, r)| {
+                    let rounds = |target: &str| r.get(target).map_or(vec![], |v| rounded(v, 4));
+                    PipelineJson {
+                        pipeline: p,
+                        requests: t.requests.get(&p).copied().unwrap_or(0),
+                        module: round(t.median(p, "module"), 0),
+                        lua: round(t.median(p, "lua"), 0),
+                        incr: round(t.median(p, "incr"), 0),
+                        module_over_lua: round(t.ratio(p, "module", "lua"), 3),
+                        module_over_incr: round(t.ratio(p, "module", "incr"), 3),
+                        rounds: Rounds {
+                            module: rounds("module"),
+                            lua: rounds("lua"),
+                            incr: rounds("incr"),
+                        },
                     }
-                );
-                let rows: Vec<String> = t
-                    .rps
-                    .iter()
-                    .map(|(&p, r)| {
-                        let rounds = |target: &str| r.get(target).map_or("[]".into(), |v| floats(v));
-                        format!(
-                            "    {{\"pipeline\": {p}, \"requests\": {}, \"module\": {:.0}, \"lua\": {:.0}, \"incr\": {:.0}, \"module_over_lua\": {:.3}, \"module_over_incr\": {:.3}, \"rounds\": {{\"module\": {}, \"lua\": {}, \"incr\": {}}}}}",
-                            t.requests[&p],
-                            t.median(p, "module"),
-                            t.median(p, "lua"),
-                            t.median(p, "incr"),
-                            t.ratio(p, "module", "lua"),
-                            t.ratio(p, "module", "incr"),
-                            rounds("module"),
-                            rounds("lua"),
-                            rounds("incr")
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(j, "{}\n  ]}},", rows.join(",\n"));
-            }
-        }
-        let _ = writeln!(j, "  \"worst_cases\": {},", self.worst.json());
-        let targets: Vec<String> = self
-            .targets()
-            .iter()
-            .map(|t| {
-                format!(
-                    "    {{\"target\": {}, \"wanted\": {}, \"measured\": {}, \"holds\": {}}}",
-                    quote(&t.name),
-                    quote(&t.wanted),
-                    quote(&t.measured),
-                    t.holds
-                )
-            })
-            .collect();
-        let _ = writeln!(j, "  \"targets\": [\n{}\n  ],", targets.join(",\n"));
-        let _ = writeln!(
-            j,
-            "  \"other_load\": {{\"before\": {}, \"during\": {}}},",
-            self.busy.0.map_or("null".into(), |b| format!("{b:.3}")),
-            self.busy.1.map_or("null".into(), |b| format!("{b:.3}"))
-        );
-        let _ = writeln!(j, "  \"seconds\": {:.1}\n}}", self.seconds);
-        j
+                })
+                .collect(),
+        });
+        to_json(&ReportJson {
+            machine: &self.machine,
+            cpu_per_call: CpuPerCall {
+                unit: "usec",
+                source: "INFO commandstats usec/calls",
+                reps: self.plan.reps,
+                calls_per_rep: self.plan.calls,
+                incr: round(incr, 4),
+                windows,
+            },
+            throughput,
+            worst_cases: self.worst.json(),
+            targets: self.targets(),
+            other_load: OtherLoad {
+                before: self.busy.0.map(|b| round(b, 3)),
+                during: self.busy.1.map(|b| round(b, 3)),
+            },
+            seconds: round(self.seconds, 1),
+        })
     }
 }
 
@@ -348,13 +351,11 @@ impl WorstReport {
     }
 
     pub fn json(&self) -> String {
-        format!(
-            "{{\n  \"machine\": {},\n  \"worst_cases\": {},\n  \"other_load_before\": {}\n}}\n",
-            self.machine.json(),
-            self.worst.json(),
-            self.busy_before
-                .map_or("null".into(), |b| format!("{b:.3}"))
-        )
+        to_json(&WorstReportJson {
+            machine: &self.machine,
+            worst_cases: self.worst.json(),
+            other_load_before: self.busy_before.map(|b| round(b, 3)),
+        })
     }
 }
 
@@ -373,23 +374,130 @@ pub fn percent(share: Option<f64>) -> String {
     share.map_or("n/a".into(), |b| format!("{:.0}%", b * 100.0))
 }
 
-fn floats(v: &[f64]) -> String {
-    let items: Vec<String> = v.iter().map(|x| format!("{x:.4}")).collect();
-    format!("[{}]", items.join(", "))
+/// `x` to `places` decimals, as the tables print it: the JSON carries the same figures, not
+/// float noise. (NaN, a ratio with nothing measured, becomes null in the JSON.)
+pub fn round(x: f64, places: i32) -> f64 {
+    let scale = 10f64.powi(places);
+    (x * scale).round() / scale
 }
 
-pub fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+fn rounded(v: &[f64], places: i32) -> Vec<f64> {
+    v.iter().map(|&x| round(x, places)).collect()
+}
+
+/// Pretty-printed, with a final newline. Serializing these plain structs cannot fail (no maps
+/// with non-string keys, no custom serializers); if it ever did, the file says so.
+fn to_json(value: &impl Serialize) -> String {
+    let mut json = serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot serialize the report: {e}\"}}"));
+    json.push('\n');
+    json
+}
+
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    machine: &'a Machine,
+    cpu_per_call: CpuPerCall,
+    throughput: Option<ThroughputJson>,
+    worst_cases: WorstJson,
+    targets: Vec<Target>,
+    other_load: OtherLoad,
+    seconds: f64,
+}
+
+#[derive(Serialize)]
+struct WorstReportJson<'a> {
+    machine: &'a Machine,
+    worst_cases: WorstJson,
+    other_load_before: Option<f64>,
+}
+
+/// Server CPU per call, usec: medians over the repetitions.
+#[derive(Serialize)]
+struct CpuPerCall {
+    unit: &'static str,
+    source: &'static str,
+    reps: usize,
+    calls_per_rep: usize,
+    incr: f64,
+    windows: Vec<WindowJson>,
+}
+
+#[derive(Serialize)]
+struct WindowJson {
+    window: i64,
+    grant: GrantJson,
+    refusal: RefusalJson,
+    memory: MemoryJson,
+}
+
+#[derive(Serialize)]
+struct GrantJson {
+    module: f64,
+    lua: f64,
+    lua_over_module: f64,
+    module_over_incr: f64,
+    module_samples: Vec<f64>,
+    lua_samples: Vec<f64>,
+}
+
+#[derive(Serialize)]
+struct RefusalJson {
+    module: f64,
+    lua: f64,
+    lua_over_module: f64,
+    module_over_incr: f64,
+}
+
+/// MEMORY USAGE of the limiter's keys, bytes.
+#[derive(Serialize)]
+struct MemoryJson {
+    hash: i64,
+    value: i64,
+    permits: i64,
+    total: i64,
+    permits_encoding: String,
+}
+
+#[derive(Serialize)]
+struct ThroughputJson {
+    tool: &'static str,
+    clients: usize,
+    rounds: usize,
+    path: String,
+    /// INFO ratelimit over the module's runs, if this build of the module reports it.
+    module_counters: Option<Counters>,
+    pipelines: Vec<PipelineJson>,
+}
+
+#[derive(Serialize)]
+struct Counters {
+    acquired: u64,
+    refused: u64,
+}
+
+/// Requests per second at one pipeline depth: medians, ratios, and every round.
+#[derive(Serialize)]
+struct PipelineJson {
+    pipeline: usize,
+    requests: usize,
+    module: f64,
+    lua: f64,
+    incr: f64,
+    module_over_lua: f64,
+    module_over_incr: f64,
+    rounds: Rounds,
+}
+
+#[derive(Serialize)]
+struct Rounds {
+    module: Vec<f64>,
+    lua: Vec<f64>,
+    incr: Vec<f64>,
+}
+
+#[derive(Serialize)]
+struct OtherLoad {
+    before: Option<f64>,
+    during: Option<f64>,
 }
