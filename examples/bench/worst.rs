@@ -38,9 +38,14 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
-use super::{
-    command_stats, flush, keys, median, quote, set_clock, Ids, LoadMeter, Res, Server, T0,
-};
+use serde::Serialize;
+
+use crate::limiter::{keys, set_clock, Ids};
+use crate::machine::LoadMeter;
+use crate::measure::{command_stats, median};
+use crate::report::{percent, round};
+use crate::server::{self, Server};
+use crate::{flush, Res, T0};
 
 /// Log sizes of the full run, and of `--quick`.
 pub const SIZES: [i64; 3] = [10_000, 100_000, 1_000_000];
@@ -162,12 +167,12 @@ pub struct Worst {
 /// Runs the worst cases on a server of their own, for each of `sizes`.
 pub fn run(module: &Path, sizes: &[i64]) -> Res<Worst> {
     let started = Instant::now();
-    let server = Server::start(
+    let server = server::start(
         module,
         &[],
         &["--repl-backlog-size", "16mb", "--repl-backlog-ttl", "0"],
     )?;
-    let mut con = server.conn()?;
+    let mut con = server::connect(&server)?;
     create_backlog(&server, &mut con)?;
     let load = LoadMeter::start(&mut con);
     let mut ids = Ids::new(0x0bad_5eed);
@@ -219,6 +224,7 @@ pub fn run(module: &Path, sizes: &[i64]) -> Res<Worst> {
     }
     worst.busy = load.others(&mut con);
     worst.seconds = started.elapsed().as_secs_f64();
+    server::stop(server);
     Ok(worst)
 }
 
@@ -453,7 +459,7 @@ fn recheck(server: &Server, con: &mut Connection, n: i64) -> Res<(Row, Baseline)
         base_wall.push(wall);
         base_cpu.push(cpu);
     }
-    let mut waiter = server.conn()?;
+    let mut waiter = server::connect(server)?;
     let waiter_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut waiter)?;
     waiter.send_packed_command(
         &redis::cmd("RATELIMIT.ACQUIRE")
@@ -623,44 +629,86 @@ impl Worst {
             "(loading each log by pipelined ZADD: {}; section took {:.0}s; CPU used by other processes: {})",
             loads.join(", "),
             self.seconds,
-            super::percent(self.busy)
+            percent(self.busy)
         );
         s
     }
 
-    pub fn json(&self) -> String {
-        let rows: Vec<String> = self
-            .rows
-            .iter()
-            .map(|r| {
-                format!(
-                    "      {{\"path\": {}, \"label\": {}, \"members\": {}, \"wall_ms\": {:.3}, \"call_ms\": {}, \"cpu_ms\": {:.3}, \"repl_bytes\": {}}}",
-                    quote(r.case.key()),
-                    quote(r.case.label()),
-                    r.members,
-                    r.wall_ms,
-                    r.call_ms.map_or("null".into(), |ms| format!("{ms:.3}")),
-                    r.cpu_ms,
-                    r.repl_bytes
-                )
-            })
-            .collect();
-        let baselines: Vec<String> = self
-            .baselines
-            .iter()
-            .map(|b| {
-                format!(
-                    "{{\"members\": {}, \"cpu_ms\": {:.3}, \"wall_ms\": {:.3}}}",
-                    b.members, b.cpu_ms, b.wall_ms
-                )
-            })
-            .collect();
-        format!(
-            "{{\n    \"interval_ms\": {INTERVAL}, \"log_span_ms\": {SPAN}, \"permits_per_member\": 1, \"reps\": {REPS}, \"rechecks\": {RECHECKS},\n    \"wall_ms\": \"client round trip of the one call (median)\",\n    \"call_ms\": \"INFO commandstats usec of the call\",\n    \"cpu_ms\": \"server main thread CPU across the call (INFO cpu used_cpu_*_main_thread); acquire_recheck: across RATELIMIT.DEBUG ADVANCE 1 with one waiter parked, minus recheck_baselines\",\n    \"repl_bytes\": \"growth of master_repl_offset across the call\",\n    \"rows\": [\n{}\n    ],\n    \"recheck_baselines\": [{}],\n    \"other_load\": {},\n    \"seconds\": {:.1}\n  }}",
-            rows.join(",\n"),
-            baselines.join(", "),
-            self.busy.map_or("null".into(), |b| format!("{b:.3}")),
-            self.seconds
-        )
+    /// The section as JSON: how it measures, then one row per path and size.
+    pub fn json(&self) -> WorstJson {
+        WorstJson {
+            interval_ms: INTERVAL,
+            log_span_ms: SPAN,
+            permits_per_member: 1,
+            reps: REPS,
+            rechecks: RECHECKS,
+            wall_ms: "client round trip of the one call (median)",
+            call_ms: "INFO commandstats usec of the call",
+            cpu_ms: "server main thread CPU across the call (INFO cpu used_cpu_*_main_thread); \
+                     acquire_recheck: across RATELIMIT.DEBUG ADVANCE 1 with one waiter parked, \
+                     minus recheck_baselines",
+            repl_bytes: "growth of master_repl_offset across the call",
+            rows: self
+                .rows
+                .iter()
+                .map(|r| RowJson {
+                    path: r.case.key(),
+                    label: r.case.label(),
+                    members: r.members,
+                    wall_ms: round(r.wall_ms, 3),
+                    call_ms: r.call_ms.map(|ms| round(ms, 3)),
+                    cpu_ms: round(r.cpu_ms, 3),
+                    repl_bytes: r.repl_bytes,
+                })
+                .collect(),
+            recheck_baselines: self
+                .baselines
+                .iter()
+                .map(|b| BaselineJson {
+                    members: b.members,
+                    cpu_ms: round(b.cpu_ms, 3),
+                    wall_ms: round(b.wall_ms, 3),
+                })
+                .collect(),
+            other_load: self.busy.map(|b| round(b, 3)),
+            seconds: round(self.seconds, 1),
+        }
     }
+}
+
+/// `worst_cases` in the JSON reports.
+#[derive(Serialize)]
+pub struct WorstJson {
+    interval_ms: i64,
+    log_span_ms: i64,
+    permits_per_member: u32,
+    reps: usize,
+    rechecks: usize,
+    /// What each column of the rows means.
+    wall_ms: &'static str,
+    call_ms: &'static str,
+    cpu_ms: &'static str,
+    repl_bytes: &'static str,
+    rows: Vec<RowJson>,
+    recheck_baselines: Vec<BaselineJson>,
+    other_load: Option<f64>,
+    seconds: f64,
+}
+
+#[derive(Serialize)]
+struct RowJson {
+    path: &'static str,
+    label: &'static str,
+    members: i64,
+    wall_ms: f64,
+    call_ms: Option<f64>,
+    cpu_ms: f64,
+    repl_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct BaselineJson {
+    members: i64,
+    cpu_ms: f64,
+    wall_ms: f64,
 }

@@ -1,35 +1,23 @@
 //! Test harness: a real `redis-server` with the built module, on a free loopback port, stopped
-//! (and its directory removed) when the `Server` is dropped. Time comes from the module's debug
-//! clock (`RATELIMIT.DEBUG SETCLOCK/ADVANCE`), never from sleeps.
+//! (and its directory removed) when the `Server` is dropped (`server.rs`, shared with the
+//! benchmark). Time comes from the module's debug clock (`RATELIMIT.DEBUG SETCLOCK/ADVANCE`),
+//! never from sleeps.
 #![allow(dead_code)]
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 pub use redis::{Connection, RedisError, Value};
 
+pub mod server;
 pub mod waiters;
+
+pub use server::{server_binary, Server};
 
 /// A unix-ms instant the tests freeze the clock at: 2026-01-01T00:00:00Z.
 pub const T0: i64 = 1_767_225_600_000;
-
-pub struct Server {
-    child: Child,
-    pub port: u16,
-    pub dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
 
 impl Server {
     /// A server with the module and its debug commands.
@@ -46,61 +34,13 @@ impl Server {
         let mut args: Vec<String> = vec!["--loadmodule".into()];
         args.extend(load);
         args.extend(server_args.iter().map(|s| s.to_string()));
-        Server::spawn(&args).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
+        launch(&args)
     }
 
     /// A plain server without the module (a replica that must not need it, for instance).
     pub fn start_plain(server_args: &[&str]) -> Server {
         let args: Vec<String> = server_args.iter().map(|s| s.to_string()).collect();
-        Server::spawn(&args).unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
-    }
-
-    /// Starts a server; on failure returns its log. Retries on a port taken in between.
-    fn spawn(extra: &[String]) -> Result<Server, String> {
-        let mut last_log = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("redis-{port}"));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            let log = dir.join("redis.log");
-            let child = Command::new(server_binary())
-                .arg("--port")
-                .arg(port.to_string())
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(&log)
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
-            let mut server = Server { child, port, dir };
-            if server.wait_ready() {
-                return Ok(server);
-            }
-            last_log = fs::read_to_string(&log).unwrap_or_default();
-        }
-        Err(last_log)
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if let Ok(mut con) = self.client().get_connection() {
-                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                    return true;
-                }
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
+        launch(&args)
     }
 
     /// A replica of `master`, with the module (loaded without debug commands) or without it
@@ -146,14 +86,6 @@ impl Server {
         }
     }
 
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).expect("valid url")
-    }
-
     /// A RESP2 connection.
     pub fn conn(&self) -> Connection {
         self.client().get_connection().expect("connect")
@@ -166,56 +98,13 @@ impl Server {
             .get_connection()
             .expect("connect")
     }
-
-    /// The server's log so far, for assertion messages.
-    pub fn log(&self) -> String {
-        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
-    }
-
-    /// Whether the process is still running (a module panic aborts it).
-    pub fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends a signal (`STOP`, `CONT`, `KILL` ...) to the server process.
-    pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill -{signal} {}", self.pid());
-    }
-
-    /// Waits for the process to exit on its own; its exit status, or None if it still runs.
-    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
 }
 
-/// The server binary: `$REDIS_SERVER`, or `redis-server` (set it to `valkey-server` for Valkey).
-pub fn server_binary() -> String {
-    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// `$REDIS_SERVER` with `args`, its directory under cargo's temporary directory for tests.
+fn launch(args: &[String]) -> Server {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    Server::spawn(&[server_binary()], args, root, Duration::from_secs(10))
+        .unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
 }
 
 /// `target/<profile>/libratelimit.so`, next to this test binary's `deps/` folder, or

@@ -1,0 +1,190 @@
+//! `make bench`: the module's RATELIMIT.TRYACQUIRE against the equivalent Lua script
+//! (`bench/tryacquire.lua`, the calls Redisson's tryAcquire makes) and plain INCR, side by side
+//! on one redis-server started here. See `bench/README.md` for what is measured and how.
+//!
+//! ```text
+//! cargo run --release --example bench                       # the full benchmark (make bench)
+//! cargo run --release --example bench -- --quick            # fewer calls, a smoke run
+//! cargo run --release --example bench -- --worst [--quick]  # only the worst cases
+//!                                                           # (worst.rs)
+//! cargo run --release --example bench -- profile [--window N] [--calls N] [--top N]
+//!                                                           # instructions per call (callgrind)
+//! ```
+//!
+//! The module is `$RATELIMIT_MODULE`, else `$CARGO_TARGET_DIR/release/libratelimit.so`, else
+//! `target/release/libratelimit.so`; the server is `$REDIS_SERVER` (default `redis-server`).
+//! Results go to stdout and to `bench/results/latest.json` (git-ignored).
+//!
+//! The modules: `server` (the redis-server, shared with the tests), `limiter` (the limiters and
+//! their keys), `calls` (the measured calls: module, Lua, INCR), `measure` (CPU per call),
+//! `throughput` (redis-benchmark), `worst` (one call on a big log), `machine` (the machine and
+//! its load), `report` (tables and JSON), `profile` (callgrind).
+//!
+//! This is a measurement, not a test: nothing here asserts a time. It does check that every call
+//! took the path it claims to measure (granted, refused), and fails loudly if not.
+
+use std::env;
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use calls::LUA;
+use limiter::{set_clock, Ids};
+use machine::{wait_until_quiet, LoadMeter, Machine};
+use server::{module_path, which};
+
+// One job per module; `main` only reads the arguments and runs the sections in order.
+mod calls;
+mod limiter;
+mod machine;
+mod measure;
+mod profile;
+mod report;
+mod server;
+mod throughput;
+mod worst;
+
+/// Every failure ends the run with its message: a measurement that went wrong is no result.
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// The frozen clock starts here: 2026-01-01T00:00:00Z in unix ms.
+const T0: i64 = 1_767_225_600_000;
+
+fn main() {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("profile") => profile::run(&args[1..]),
+        Some("-h" | "--help") => {
+            println!(
+                "usage: bench [--quick] [--worst] | bench profile [--window N] [--calls N] [--top N]"
+            );
+            Ok(())
+        }
+        _ => full(&args),
+    };
+    if let Err(e) = result {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// How many calls, requests and repetitions a run makes (`--quick`: fewer).
+pub struct Plan {
+    /// Measured calls per repetition, and repetitions (the median is reported).
+    pub calls: usize,
+    pub reps: usize,
+    /// redis-benchmark requests per run at pipeline 1 / 16, and rounds (median reported).
+    pub requests_p1: usize,
+    pub requests_p16: usize,
+    pub rounds: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                calls: 5_000,
+                reps: 3,
+                requests_p1: 20_000,
+                requests_p16: 100_000,
+                rounds: 1,
+            }
+        } else {
+            Plan {
+                calls: 20_000,
+                reps: 5,
+                requests_p1: 100_000,
+                requests_p16: 1_000_000,
+                rounds: 5,
+            }
+        }
+    }
+}
+
+fn full(args: &[String]) -> Res<()> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let worst_only = args.iter().any(|a| a == "--worst");
+    if let Some(bad) = args.iter().find(|a| *a != "--quick" && *a != "--worst") {
+        return Err(format!("unknown argument '{bad}' (try --help)").into());
+    }
+    let worst_sizes: &[i64] = if quick {
+        &worst::QUICK_SIZES
+    } else {
+        &worst::SIZES
+    };
+    if worst_only {
+        return worst_cases(quick, worst_sizes);
+    }
+    let plan = Plan::new(quick);
+    let started = Instant::now();
+    let machine = Machine::probe();
+    let module = module_path();
+    println!("ratelimit bench: module {}", module.display());
+    println!(
+        "machine: {} CPUs, {}; {}",
+        machine.cpus, machine.cpu_model, machine.redis_version
+    );
+    let busy_before = wait_until_quiet(Duration::from_secs(if quick { 0 } else { 120 }));
+    let server = server::start(&module, &[], &[])?;
+    let mut con = server::connect(&server)?;
+    set_clock(&mut con, T0)?;
+    let mut clock = T0;
+    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
+    let mut ids = Ids::new(0x5eed);
+    let load = LoadMeter::start(&mut con);
+
+    let (windows, incr) = measure::cpu_per_call(&mut con, &sha, &plan, &mut clock, &mut ids)?;
+    let throughput = match which("redis-benchmark") {
+        Some(tool) => Some(throughput::run(
+            &mut con, &server, &tool, &sha, &plan, &mut clock, &mut ids,
+        )?),
+        None => {
+            println!("redis-benchmark not found (Debian: apt-get install redis-tools): skipping throughput");
+            None
+        }
+    };
+    let busy_during = load.others(&mut con);
+    server::stop(server);
+
+    // The worst cases, on a server of their own (with a replication backlog).
+    let worst = worst::run(&module, worst_sizes)?;
+
+    let report = report::Report {
+        machine,
+        plan,
+        windows,
+        incr,
+        throughput,
+        worst,
+        busy: (busy_before, busy_during),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let text = report.table();
+    println!("\n{text}");
+    report::save("latest", &report.json(), &text)
+}
+
+/// `--worst`: only the worst cases. Written to bench/results/worst.json (and worst.txt), so a
+/// full run's latest.json is kept.
+fn worst_cases(quick: bool, sizes: &[i64]) -> Res<()> {
+    let started = Instant::now();
+    let machine = Machine::probe();
+    let module = module_path();
+    println!("ratelimit bench --worst: module {}", module.display());
+    let busy_before = wait_until_quiet(Duration::from_secs(if quick { 0 } else { 120 }));
+    let worst = worst::run(&module, sizes)?;
+    let report = report::WorstReport {
+        machine,
+        worst,
+        busy_before,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let text = report.table();
+    println!("\n{text}");
+    report::save("worst", &report.json(), &text)
+}
+
+/// Shows a progress line's start before the slow part that follows it.
+fn flush() {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
