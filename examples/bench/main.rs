@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example bench                       # the full benchmark (make bench)
 //! cargo run --release --example bench -- --quick            # fewer calls, a smoke run
+//! cargo run --release --example bench -- --memory [--quick] # only the memory table
 //! cargo run --release --example bench -- --worst [--quick]  # only the worst cases
 //!                                                           # (worst.rs)
 //! cargo run --release --example bench -- profile [--window N] [--calls N] [--top N]
@@ -37,6 +38,7 @@ mod calls;
 mod limiter;
 mod machine;
 mod measure;
+mod memory;
 mod profile;
 mod report;
 mod server;
@@ -55,7 +57,7 @@ fn main() {
         Some("profile") => profile::run(&args[1..]),
         Some("-h" | "--help") => {
             println!(
-                "usage: bench [--quick] [--worst] | bench profile [--window N] [--calls N] [--top N]"
+                "usage: bench [--quick] [--worst | --memory] | bench profile [--window N] [--calls N] [--top N]"
             );
             Ok(())
         }
@@ -103,7 +105,11 @@ impl Plan {
 fn full(args: &[String]) -> Res<()> {
     let quick = args.iter().any(|a| a == "--quick");
     let worst_only = args.iter().any(|a| a == "--worst");
-    if let Some(bad) = args.iter().find(|a| *a != "--quick" && *a != "--worst") {
+    let memory_only = args.iter().any(|a| a == "--memory");
+    if let Some(bad) = args
+        .iter()
+        .find(|a| !matches!(a.as_str(), "--quick" | "--worst" | "--memory"))
+    {
         return Err(format!("unknown argument '{bad}' (try --help)").into());
     }
     let worst_sizes: &[i64] = if quick {
@@ -111,8 +117,20 @@ fn full(args: &[String]) -> Res<()> {
     } else {
         &worst::SIZES
     };
+    let memory_rates: &[i64] = if quick {
+        &memory::QUICK_RATES
+    } else {
+        &memory::RATES
+    };
     if worst_only {
         return worst_cases(quick, worst_sizes);
+    }
+    if memory_only {
+        let memory = memory::run(&module_path(), memory_rates)?;
+        let text = memory.table();
+        println!("\n{text}");
+        let json = serde_json::to_string_pretty(memory.json())?;
+        return report::save("memory", &json, &text);
     }
     let plan = Plan::new(quick);
     let started = Instant::now();
@@ -147,6 +165,8 @@ fn full(args: &[String]) -> Res<()> {
 
     // The worst cases, on a server of their own (with a replication backlog).
     let worst = worst::run(&module, worst_sizes)?;
+    // The memory of merged logs, on a server of its own.
+    let memory = memory::run(&module, memory_rates)?;
 
     let report = report::Report {
         machine,
@@ -155,6 +175,7 @@ fn full(args: &[String]) -> Res<()> {
         incr,
         throughput,
         worst,
+        memory,
         busy: (busy_before, busy_during),
         seconds: started.elapsed().as_secs_f64(),
     };

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 use crate::measure::{Cpu, WindowResult};
+use crate::memory::{self, Memory};
 use crate::throughput::{Throughput, CLIENTS, THROUGHPUT_WINDOW};
 use crate::worst::{Worst, WorstJson};
 use crate::{Plan, Res};
@@ -21,6 +22,7 @@ pub struct Report {
     pub incr: Cpu,
     pub throughput: Option<Throughput>,
     pub worst: Worst,
+    pub memory: Memory,
     /// Share of all CPUs used by other processes just before and during the run.
     pub busy: (Option<f64>, Option<f64>),
     pub seconds: f64,
@@ -231,6 +233,8 @@ impl Report {
                 "WARNING: other processes were using the CPUs: these numbers are noisy, rerun on a quiet machine"
             );
         }
+        s.push('\n');
+        s.push_str(&self.memory.table());
         s
     }
 
@@ -314,6 +318,7 @@ impl Report {
             },
             throughput,
             worst_cases: self.worst.json(),
+            memory: self.memory.json(),
             targets: self.targets(),
             other_load: OtherLoad {
                 before: self.busy.0.map(|b| round(b, 3)),
@@ -400,6 +405,7 @@ struct ReportJson<'a> {
     cpu_per_call: CpuPerCall,
     throughput: Option<ThroughputJson>,
     worst_cases: WorstJson,
+    memory: &'a [memory::Row],
     targets: Vec<Target>,
     other_load: OtherLoad,
     seconds: f64,
