@@ -27,7 +27,7 @@ fn workload(con: &mut Connection, rng: &mut Rng, steps: usize) -> (usize, usize)
         } else {
             (1 + rng.below(6), *rng.pick(&[100u64, 1000, 5000]))
         };
-        let text = match rng.below(20) {
+        let text = match rng.below(24) {
             0 => format!("RATELIMIT.SETRATE {name} {rate} {interval} KEEPSTATE CLIENT {client}"),
             1 => format!(
                 "RATELIMIT.SETRATE {name} {rate} {interval} PER_CLIENT KEEPALIVE 600000 CLIENT {client}"
@@ -51,6 +51,19 @@ fn workload(con: &mut Connection, rng: &mut Rng, steps: usize) -> (usize, usize)
                 advance(con, rng.below(700) as i64);
                 continue;
             }
+            // Created on first use, merged entries, several limits at once.
+            20 => format!(
+                "RATELIMIT.ALLOW {name} {} CLIENT {client} RATE {rate} {interval} PRECISION 10",
+                1 + rng.below(2)
+            ),
+            21 => {
+                let other = *rng.pick(&NAMES);
+                if other == name {
+                    continue;
+                }
+                format!("RATELIMIT.ALLOWALL 2 {name} {other} CLIENT {client}")
+            }
+            22 => format!("RATELIMIT.SETRATE {name} {rate} {interval} PRECISION 50 KEEPSTATE"),
             _ => format!("RATELIMIT.TRYACQUIRE {name} CLIENT {client}"),
         };
         if let Err(e) = line::<Value>(con, &text) {
