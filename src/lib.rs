@@ -21,6 +21,7 @@ mod store;
 
 use std::os::raw::c_int;
 
+use commands::doc::{Doc, Keys};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 /// Unit tests and fuzz targets run without a server, where Redis's allocator does not exist.
@@ -37,11 +38,27 @@ macro_rules! allocator {
     };
 }
 
-/// A command handler whose error replies are counted in `INFO ratelimit`.
-macro_rules! counted {
-    ($run:path) => {
-        |ctx: &Context, args: Vec<RedisString>| stats::counted($run(ctx, args))
-    };
+/// A command handler as the server calls it.
+type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// A step of a command's registration, after its creation.
+type Step = fn(&Context, &Doc) -> Status;
+
+/// The server's handler for a command's `run`; its error replies are counted in `INFO ratelimit`.
+macro_rules! handler {
+    ($run:path) => {{
+        extern "C" fn handler(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            let context = Context::new(ctx);
+            let args = redis_module::decode_args(ctx, argv, argc);
+            context.reply(stats::counted($run(&context, args))) as c_int
+        }
+        handler as Handler
+    }};
 }
 
 /// Options given after the module path in `loadmodule`.
@@ -88,36 +105,36 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    if options.debug_commands {
+    // RATELIMIT.DEBUG exists only with `debug-commands yes`.
+    let debug = if options.debug_commands {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
-        if register_debug_command(ctx) == Status::Err {
-            return Status::Err;
-        }
-    }
+        Some(DEBUG)
+    } else {
+        None
+    };
     // Where the category exists already (a reload), commands are still put in it.
     let _ = commands::doc::add_category(ctx);
-    let debug = options.debug_commands.then_some(&commands::debug::DOC);
-    for doc in DOCS.into_iter().chain(debug) {
-        if commands::doc::categorize(ctx, doc) == Status::Err {
+    for (doc, handler) in COMMANDS.into_iter().chain(debug) {
+        let steps: [(Step, &str); 2] = [
+            (commands::doc::categorize, "ACL categories"),
+            (commands::doc::describe, "docs"),
+        ];
+        if create(ctx, doc, handler) == Status::Err {
             ctx.log_warning(&format!(
-                "ratelimit: could not set the ACL categories of {}",
+                "ratelimit: could not create {}",
                 doc.name.to_string_lossy()
             ));
             return Status::Err;
         }
-    }
-    for doc in DOCS {
-        if commands::doc::describe(ctx, doc) == Status::Err {
-            ctx.log_warning(&format!(
-                "ratelimit: could not set the docs of {}",
-                doc.name.to_string_lossy()
-            ));
-            return Status::Err;
+        for (step, what) in steps {
+            if step(ctx, doc) == Status::Err {
+                ctx.log_warning(&format!(
+                    "ratelimit: could not set the {what} of {}",
+                    doc.name.to_string_lossy()
+                ));
+                return Status::Err;
+            }
         }
-    }
-    if options.debug_commands && commands::doc::describe(ctx, &commands::debug::DOC) == Status::Err
-    {
-        return Status::Err;
     }
     // Replaces the crate's default (empty) INFO callback with ours.
     raw::register_info_function(ctx.ctx, Some(stats::info));
@@ -129,44 +146,52 @@ fn deinit(ctx: &Context) -> Status {
     Status::Ok
 }
 
-/// The docs of the commands in the `redis_module!` list below.
-const DOCS: [&commands::doc::Doc; 11] = [
-    &commands::acquire::DOC,
-    &commands::allow::DOC,
-    &commands::allowall::DOC,
-    &commands::setrate::DOC,
-    &commands::tryacquire::DOC,
-    &commands::config::DOC,
-    &commands::available::DOC,
-    &commands::release::DOC,
-    &commands::delete::DOC,
-    &commands::expire::DOC,
-    &commands::persist::DOC,
+/// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
+/// said once) and its handler.
+const COMMANDS: [(&Doc, Handler); 11] = [
+    (&commands::setrate::DOC, handler!(commands::setrate::run)),
+    (
+        &commands::tryacquire::DOC,
+        handler!(commands::tryacquire::run),
+    ),
+    (&commands::acquire::DOC, handler!(commands::acquire::run)),
+    (&commands::allow::DOC, handler!(commands::allow::run)),
+    (&commands::allowall::DOC, handler!(commands::allowall::run)),
+    (&commands::config::DOC, handler!(commands::config::run)),
+    (
+        &commands::available::DOC,
+        handler!(commands::available::run),
+    ),
+    (&commands::release::DOC, handler!(commands::release::run)),
+    (&commands::delete::DOC, handler!(commands::delete::run)),
+    (&commands::expire::DOC, handler!(commands::expire::run)),
+    (&commands::persist::DOC, handler!(commands::persist::run)),
 ];
 
-/// RATELIMIT.DEBUG is registered here rather than in the static list below, so that without
-/// `debug-commands yes` the command does not exist at all.
-fn register_debug_command(ctx: &Context) -> Status {
-    extern "C" fn debug_command(
-        ctx: *mut raw::RedisModuleCtx,
-        argv: *mut *mut raw::RedisModuleString,
-        argc: c_int,
-    ) -> c_int {
-        let context = Context::new(ctx);
-        let args = redis_module::decode_args(ctx, argv, argc);
-        context.reply(stats::counted(commands::debug::run(&context, args))) as c_int
-    }
-    // SAFETY: called from OnLoad with the module's context; names and flags are static C strings.
+/// RATELIMIT.DEBUG, created only with `debug-commands yes`.
+const DEBUG: (&Doc, Handler) = (&commands::debug::DOC, handler!(commands::debug::run));
+
+/// Creates a command from its doc. A command whose only key is argument 1 gets the legacy key
+/// positions (1, 1, 1), which route it and check its key on every server; the others declare
+/// their keys by key spec and, for servers that route module commands by legacy positions only,
+/// by answering the server's keys-position requests (`getkeys-api` in their flags).
+fn create(ctx: &Context, doc: &Doc, handler: Handler) -> Status {
+    let (first, last, step) = match doc.key {
+        Keys::First(_) => (1, 1, 1),
+        Keys::Numkeys(_) | Keys::None => (0, 0, 0),
+    };
+    // SAFETY: called from OnLoad with the module's context; the name and flags are static C
+    // strings, and the handler is a plain function the server keeps.
     let created = unsafe {
         raw::RedisModule_CreateCommand.map(|create| {
             create(
                 ctx.ctx,
-                c"ratelimit.debug".as_ptr(),
-                Some(debug_command),
-                c"admin".as_ptr(),
-                0,
-                0,
-                0,
+                doc.name.as_ptr(),
+                Some(handler),
+                doc.flags.as_ptr(),
+                first,
+                last,
+                step,
             )
         })
     };
@@ -202,22 +227,6 @@ redis_module! {
     data_types: [],
     init: init,
     deinit: deinit,
-    commands: [
-        ["ratelimit.setrate", counted!(commands::setrate::run), "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.tryacquire", counted!(commands::tryacquire::run), "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.acquire", counted!(commands::acquire::run), "write deny-oom blocking", 1, 1, 1, ""],
-        ["ratelimit.allow", counted!(commands::allow::run), "write deny-oom", 1, 1, 1, ""],
-        // Its keys (numkeys key [key ...]) are declared by a key spec set at load and, for the
-        // cluster routing and ACL checks of servers that use only the legacy positions, by the
-        // command itself when asked (getkeys-api).
-        ["ratelimit.allowall", counted!(commands::allowall::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["ratelimit.config", counted!(commands::config::run), "readonly fast", 1, 1, 1, ""],
-        ["ratelimit.available", counted!(commands::available::run), "readonly", 1, 1, 1, ""],
-        ["ratelimit.release", counted!(commands::release::run), "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.delete", counted!(commands::delete::run), "write", 1, 1, 1, ""],
-        ["ratelimit.expire", counted!(commands::expire::run), "write fast", 1, 1, 1, ""],
-        ["ratelimit.persist", counted!(commands::persist::run), "write fast", 1, 1, 1, ""],
-    ],
 }
 
 #[cfg(test)]

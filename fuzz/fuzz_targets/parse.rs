@@ -9,7 +9,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
-use ratelimit::commands::{acquire, allow, allowall, expire, setrate, tryacquire};
+use ratelimit::commands::{
+    acquire, allow, allowall, available, config, debug, delete, expire, persist, release, setrate,
+    tryacquire,
+};
 use ratelimit::keyspace::{self, StateKeys};
 
 fuzz_target!(|data: &[u8]| {
@@ -20,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
 
     if let Ok(request) = setrate::parse(&words) {
         let change = &request.change;
+        assert!((1..=change.interval).contains(&change.precision));
         assert!((1..=MAX_PERMITS).contains(&change.rate));
         assert!((1..=MAX_DURATION_MS).contains(&change.interval));
         assert!((0..=MAX_DURATION_MS).contains(&change.keep_alive));
@@ -57,6 +61,29 @@ fuzz_target!(|data: &[u8]| {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), request.keys.len(), "a key listed twice");
+    }
+    // Every command's parser: `key [CLIENT id]`, RELEASE, CONFIG and DEBUG too.
+    for target in [
+        available::parse(&words),
+        delete::parse(&words),
+        persist::parse(&words),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        assert_eq!(target.key, words[0]);
+        assert!(target.client.is_none_or(|c| !c.is_empty()));
+    }
+    if let Ok(request) = release::parse(&words) {
+        assert!(request.permits >= 1);
+        assert!(request.client.is_none_or(|c| !c.is_empty()));
+    }
+    if let Ok(request) = config::parse(&words) {
+        assert_eq!(words.len(), 1);
+        assert_eq!(request.key, words[0]);
+    }
+    if let Ok(debug::Request::SetClock(ms) | debug::Request::Advance(ms)) = debug::parse(&words) {
+        assert!(ms >= 0);
     }
     if let Ok(request) = expire::parse(&words) {
         assert!((-MAX_DURATION_MS..=MAX_DURATION_MS).contains(&request.ms));

@@ -15,6 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits, blocking until they are free (first come, first served) or TIMEOUT runs out.",
     complexity: c"As RATELIMIT.TRYACQUIRE when it does not block; O(1) to queue a blocked client.",
     arity: -2,
+    flags: c"write deny-oom blocking",
     acl_categories: c"write slow blocking",
     key: Keys::First(UPDATE),
     args: &[

@@ -18,6 +18,7 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits now if the limiter has them, and replies allowed, limit, remaining, retry_after and reset_after.",
     complexity: c"As RATELIMIT.TRYACQUIRE: O(log(N)) to log the acquisition plus O(log(N)) per expired entry pruned, N being the entries in the log.",
     arity: -2,
+    flags: c"write deny-oom",
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[

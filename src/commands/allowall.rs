@@ -19,6 +19,7 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits from every listed limiter or from none, and replies as RATELIMIT.ALLOW plus limited_by.",
     complexity: c"O(L) times the cost of RATELIMIT.ALLOW, L being the limiters listed.",
     arity: -3,
+    flags: c"write deny-oom getkeys-api",
     acl_categories: c"write slow",
     key: Keys::Numkeys(UPDATE),
     args: &[

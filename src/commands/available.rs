@@ -4,8 +4,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY, READ};
-use super::{byte_args, client_option};
-use crate::args::Tokens;
+use super::{byte_args, parse_target, Target};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Access;
@@ -16,16 +15,19 @@ pub const DOC: Doc = Doc {
     summary: c"Returns the permits available now, without writing anything.",
     complexity: c"O(log(N)) when no entry is live; otherwise O(log(N)) plus O(1) per expired entry, N being the entries in the log. O(N) to repair a missing value or one above the rate.",
     arity: -2,
+    flags: c"readonly",
     acl_categories: c"read slow",
     key: Keys::First(READ),
     args: &[KEY, CLIENT],
 };
 
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
+    parse_target(args)
+}
+
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
-    let mut tokens = Tokens::new(&args);
-    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
-    let client = client_option(&mut tokens)?;
+    let Target { key, client } = parse(&args)?;
     let now = clock::now_ms();
     let limiter = Limiter::open(ctx, key, Access::Read)?;
     Ok(RedisValue::Integer(limiter.available(client, now)?))

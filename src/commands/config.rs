@@ -16,16 +16,27 @@ pub const DOC: Doc = Doc {
     summary: c"Returns a limiter's rate, interval, type and keepAliveTime.",
     complexity: c"O(1)",
     arity: 2,
+    flags: c"readonly fast",
     acl_categories: c"read fast",
     key: Keys::First(READ),
     args: &[KEY],
 };
 
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub key: &'a [u8],
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    match args {
+        [key] => Ok(Request { key }),
+        _ => Err(Error::WrongArity),
+    }
+}
+
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
-    let [key] = args.as_slice() else {
-        return Err(Error::WrongArity.into());
-    };
+    let Request { key } = parse(&args)?;
     let limiter = Limiter::open_config(ctx, key)?;
     match limiter.config()? {
         None => Ok(RedisValue::Null),
@@ -66,4 +77,19 @@ enum Field {
 
 fn bulk(ctx: &Context, text: &str) {
     raw::reply_with_string_buffer(ctx.ctx, text.as_ptr().cast::<c_char>(), text.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exactly_one_key() {
+        let args: [&[u8]; 1] = [b"k"];
+        assert_eq!(parse(&args), Ok(Request { key: b"k" }));
+        let args: [&[u8]; 2] = [b"k", b"x"];
+        assert_eq!(parse(&args), Err(Error::WrongArity));
+        let args: [&[u8]; 0] = [];
+        assert_eq!(parse(&args), Err(Error::WrongArity));
+    }
 }

@@ -15,6 +15,7 @@ pub const DOC: Doc = Doc {
     summary: c"Freezes, advances or releases the module's clock (only with the load option debug-commands yes).",
     complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
     arity: -2,
+    flags: c"admin",
     acl_categories: c"admin slow dangerous",
     key: Keys::None,
     args: &[Arg::new(
@@ -30,38 +31,77 @@ pub const DOC: Doc = Doc {
 /// Largest clock value: scores stay exact integers in a zset's f64 below 2^53.
 const MAX_CLOCK_MS: i64 = (1 << 53) - 1;
 
+/// A RATELIMIT.DEBUG subcommand.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    SetClock(i64),
+    Advance(i64),
+    RealClock,
+}
+
+pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
+    match args {
+        [sub, ms] if args::is_keyword(sub, "SETCLOCK") => Ok(Request::SetClock(args::integer(
+            ms,
+            "unix-ms",
+            0,
+            MAX_CLOCK_MS,
+        )?)),
+        [sub, ms] if args::is_keyword(sub, "ADVANCE") => Ok(Request::Advance(args::integer(
+            ms,
+            "ms",
+            0,
+            MAX_DURATION_MS,
+        )?)),
+        [sub] if args::is_keyword(sub, "REALCLOCK") => Ok(Request::RealClock),
+        [] => Err(Error::WrongArity),
+        _ => Err(Error::Debug(
+            "unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK",
+        )),
+    }
+}
+
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let reply = clock_command(&args)?;
+    let args = byte_args(&args);
+    let reply = match parse(&args)? {
+        Request::SetClock(ms) => {
+            clock::freeze_at(ms);
+            RedisValue::SimpleStringStatic("OK")
+        }
+        Request::Advance(ms) => match clock::advance(ms) {
+            Some(now) if now <= MAX_CLOCK_MS => RedisValue::Integer(now),
+            Some(_) | None => {
+                return Err(Error::Debug(
+                    "the clock is not frozen (use SETCLOCK) or would overflow",
+                )
+                .into())
+            }
+        },
+        Request::RealClock => {
+            clock::unfreeze();
+            RedisValue::SimpleStringStatic("OK")
+        }
+    };
     // Time may have moved: blocked ACQUIRE callers whose time has come are served.
     blocking::nudge_all(ctx);
     Ok(reply)
 }
 
-fn clock_command(args: &[RedisString]) -> RedisResult {
-    let args = byte_args(args);
-    match args.as_slice() {
-        [sub, ms] if args::is_keyword(sub, "SETCLOCK") => {
-            clock::freeze_at(args::integer(ms, "unix-ms", 0, MAX_CLOCK_MS)?);
-            Ok(RedisValue::SimpleStringStatic("OK"))
-        }
-        [sub, ms] if args::is_keyword(sub, "ADVANCE") => {
-            let ms = args::integer(ms, "ms", 0, MAX_DURATION_MS)?;
-            match clock::advance(ms) {
-                Some(now) if now <= MAX_CLOCK_MS => Ok(RedisValue::Integer(now)),
-                Some(_) | None => Err(Error::Debug(
-                    "the clock is not frozen (use SETCLOCK) or would overflow",
-                )
-                .into()),
-            }
-        }
-        [sub] if args::is_keyword(sub, "REALCLOCK") => {
-            clock::unfreeze();
-            Ok(RedisValue::SimpleStringStatic("OK"))
-        }
-        [] => Err(Error::WrongArity.into()),
-        _ => Err(
-            Error::Debug("unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK")
-                .into(),
-        ),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subcommands_and_their_numbers() {
+        let args: [&[u8]; 2] = [b"setclock", b"5"];
+        assert_eq!(parse(&args), Ok(Request::SetClock(5)));
+        let args: [&[u8]; 2] = [b"ADVANCE", b"-1"];
+        assert!(matches!(parse(&args), Err(Error::Number { arg: "ms", .. })));
+        let args: [&[u8]; 1] = [b"RealClock"];
+        assert_eq!(parse(&args), Ok(Request::RealClock));
+        let args: [&[u8]; 1] = [b"SETCLOCK"];
+        assert!(matches!(parse(&args), Err(Error::Debug(_))));
+        let args: [&[u8]; 0] = [];
+        assert_eq!(parse(&args), Err(Error::WrongArity));
     }
 }

@@ -22,6 +22,8 @@ pub struct Doc {
     pub complexity: &'static CStr,
     /// Redis arity: the exact count including the name, or -N for at least N.
     pub arity: c_int,
+    /// The command flags it is created with (`write deny-oom`, `readonly fast` ...).
+    pub flags: &'static CStr,
     /// The usual ACL categories it belongs in (`ratelimit` is added where the server can).
     pub acl_categories: &'static CStr,
     /// Where the command's keys are.

@@ -18,6 +18,7 @@ pub const DOC: Doc = Doc {
     summary: c"Sets a TTL in milliseconds on every key of a limiter, as PEXPIRE does.",
     complexity: c"O(1)",
     arity: -3,
+    flags: c"write fast",
     acl_categories: c"write fast keyspace",
     key: Keys::First(UPDATE),
     args: &[

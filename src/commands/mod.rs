@@ -83,6 +83,20 @@ fn client_option<'a>(tokens: &mut Tokens<'a>) -> Result<Option<&'a [u8]>, Error>
     Ok(client)
 }
 
+/// `key [CLIENT id]`: what AVAILABLE, DELETE and PERSIST take.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target<'a> {
+    pub key: &'a [u8],
+    pub client: Option<&'a [u8]>,
+}
+
+pub fn parse_target<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
+    let client = client_option(&mut tokens)?;
+    Ok(Target { key, client })
+}
+
 /// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Acquisition<'a> {

@@ -4,8 +4,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY, UPDATE};
-use super::{byte_args, client_option};
-use crate::args::Tokens;
+use super::{byte_args, parse_target, Target};
 use crate::error::Error;
 use crate::key::{Access, Key};
 use crate::store::Limiter;
@@ -15,16 +14,19 @@ pub const DOC: Doc = Doc {
     summary: c"Removes the TTL of every key of a limiter.",
     complexity: c"O(1)",
     arity: -2,
+    flags: c"write fast",
     acl_categories: c"write fast keyspace",
     key: Keys::First(UPDATE),
     args: &[KEY, CLIENT],
 };
 
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
+    parse_target(args)
+}
+
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
-    let mut tokens = Tokens::new(&args);
-    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
-    let client = client_option(&mut tokens)?;
+    let Target { key, client } = parse(&args)?;
     let limiter = Limiter::open(ctx, key, Access::Write)?;
     let changed = limiter.for_each_key(client, Key::persist)?;
     Ok(RedisValue::Integer(i64::from(changed > 0)))

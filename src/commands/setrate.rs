@@ -19,6 +19,7 @@ pub const DOC: Doc = Doc {
     summary: c"Creates or reconfigures a rate limiter (Redisson trySetRate with NX, setRate, updateRate with XX).",
     complexity: c"O(1); a reset unlinks the state, big logs freed in the background. With KEEPSTATE O(log(N) + B) plus O(log(N)) per entry pruned, B being the entries between the old and the new cutoff; O(N) to repair a missing value or an unreadable configuration.",
     arity: -4,
+    flags: c"write deny-oom",
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[

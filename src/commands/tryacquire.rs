@@ -16,6 +16,7 @@ pub const DOC: Doc = Doc {
     summary: c"Takes permits now if the limiter has them; otherwise replies the milliseconds to wait.",
     complexity: c"O(log(N)) to log a grant plus O(log(N)) per expired entry pruned while live entries remain (a fully expired log is dropped in O(1)), N being the entries in the log. A refusal walks the log from the nearer end: O(1) for the whole rate, O(N/2) at worst. O(N) to repair a missing value or one above the rate.",
     arity: -2,
+    flags: c"write deny-oom",
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
     args: &[
