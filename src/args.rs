@@ -1,5 +1,8 @@
 //! Argument parsing over raw bytes: a client may send anything, so nothing here assumes UTF-8.
 
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
 use crate::error::Error;
 
 /// Largest accepted `interval`, `KEEPALIVE` and `EXPIRE` in milliseconds: 100 years. Far beyond

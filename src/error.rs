@@ -1,5 +1,8 @@
 //! Every way a command can fail, as a value. Handlers return these; nothing panics.
 
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 use redis_module::RedisError;

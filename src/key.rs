@@ -253,13 +253,19 @@ impl<'c> Key<'c> {
             return Ok(());
         }
         let (min, max, min_ex, max_ex) = bounds(span);
-        let start = match order {
-            Order::OldestFirst => unsafe { raw::RedisModule_ZsetFirstInScoreRange },
-            Order::NewestFirst => unsafe { raw::RedisModule_ZsetLastInScoreRange },
-        };
-        let step = match order {
-            Order::OldestFirst => unsafe { raw::RedisModule_ZsetRangeNext },
-            Order::NewestFirst => unsafe { raw::RedisModule_ZsetRangePrev },
+        // SAFETY: the API pointers are written once, by RedisModule_Init at load, before any
+        // command runs; reading them is a plain copy.
+        let (start, step) = unsafe {
+            match order {
+                Order::OldestFirst => (
+                    raw::RedisModule_ZsetFirstInScoreRange,
+                    raw::RedisModule_ZsetRangeNext,
+                ),
+                Order::NewestFirst => (
+                    raw::RedisModule_ZsetLastInScoreRange,
+                    raw::RedisModule_ZsetRangePrev,
+                ),
+            }
         };
         // SAFETY: a zset key; the range is stopped below on every path.
         let started = unsafe { call(start, |f| f(self.ptr, min, max, min_ex, max_ex)) };

@@ -1,6 +1,9 @@
 //! The keyspace contract shared with Redisson's `RRateLimiter`: key names, hash fields, and the
 //! byte encoding of permit-log members. Everything that must stay byte-compatible lives here.
 
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
 use std::ffi::CStr;
 
 use byteorder::{ByteOrder, LittleEndian};

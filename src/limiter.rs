@@ -9,6 +9,9 @@
 //! is written while reading, so a log entry that fails to decode aborts the command before any
 //! write: the store applies a plan only once it is complete.
 
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
 use std::ops::ControlFlow;
 
 /// Whether a limiter is shared by all callers or kept per client id.

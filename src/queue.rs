@@ -4,6 +4,9 @@
 //! runs on Redis's main thread (commands, timers and blocked-client callbacks all do), so the
 //! registry is a thread-local.
 
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 

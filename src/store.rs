@@ -819,6 +819,7 @@ impl Caller {
     }
 
     fn check(&self, key: &Key<'_>, access: Access) -> Result<(), Error> {
+        // SAFETY: the API pointer is written once, by RedisModule_Init at load.
         let Some(check) = (unsafe { raw::RedisModule_ACLCheckKeyPermissions }) else {
             return Ok(());
         };
