@@ -105,52 +105,6 @@ impl<'c> Key<'c> {
         Some(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
     }
 
-    /// Stores a string value in place, keeping the key's TTL. Replicated as `SET key v KEEPTTL`,
-    /// only once the value is really stored.
-    pub fn set_string(&self, value: &[u8]) -> bool {
-        // SAFETY: key opened for writing; truncate creates or resizes the string, DMA gives
-        // `value.len()` writable bytes, which are written only when it gives exactly that many.
-        let stored = unsafe {
-            let truncated = call(raw::RedisModule_StringTruncate, |f| {
-                f(self.ptr, value.len())
-            });
-            let mut len: usize = 0;
-            let buf = call(raw::RedisModule_StringDMA, |f| {
-                f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
-            });
-            match buf {
-                Some(buf)
-                    if truncated == Some(raw::REDISMODULE_OK as c_int)
-                        && !buf.is_null()
-                        && len == value.len() =>
-                {
-                    ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), len);
-                    true
-                }
-                _ => false,
-            }
-        };
-        if !stored {
-            return false;
-        }
-        // SAFETY: format "sbc" = key, (buffer, length), C string.
-        unsafe {
-            if let Some(replicate) = raw::RedisModule_Replicate {
-                replicate(
-                    self.ctx.ctx,
-                    c"SET".as_ptr(),
-                    c"sbc".as_ptr(),
-                    self.name.inner,
-                    value.as_ptr().cast::<c_char>(),
-                    value.len(),
-                    c"KEEPTTL".as_ptr(),
-                );
-            }
-        }
-        self.notify(raw::REDISMODULE_NOTIFY_STRING, c"set");
-        true
-    }
-
     /// Several hash fields in one call (absent fields are None). Field names are RedisModule
     /// strings made once per process, so a read allocates nothing for them.
     pub fn hash_get5(&self, fields: [&FieldName; 5]) -> [Option<RedisString>; 5] {
@@ -181,65 +135,6 @@ impl<'c> Key<'c> {
         }
         // Each non-null result is a new string we own; RedisString frees it on drop.
         out.map(|p| (!p.is_null()).then(|| RedisString::from_redis_module_string(self.ctx.ctx, p)))
-    }
-
-    /// Sets hash fields. Replicated as one `HSET key f v [f v ...]` of the fields really set.
-    pub fn hash_set(&self, fields: &[(&CStr, &[u8])]) {
-        let mut args: Vec<&[u8]> = Vec::with_capacity(fields.len() * 2);
-        for &(field, bytes) in fields {
-            let value = RedisString::create_from_slice(self.ctx.ctx, bytes);
-            // SAFETY: variadic HashSet with a C-string field and a RedisModuleString value;
-            // it returns the number of fields updated or inserted, 0 on failure (which a key
-            // opened for writing with a hash or nothing in it never gives).
-            let set = unsafe {
-                call(raw::RedisModule_HashSet, |f| {
-                    f(
-                        self.ptr,
-                        raw::REDISMODULE_HASH_CFIELDS as c_int,
-                        field.as_ptr(),
-                        value.inner,
-                        ptr::null_mut::<c_void>(),
-                    )
-                })
-            };
-            if set.is_some() && self.kind() == Kind::Hash {
-                args.push(field.to_bytes());
-                args.push(bytes);
-            }
-        }
-        if !args.is_empty() {
-            self.replicate("HSET", &args);
-            self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset");
-        }
-    }
-
-    /// Deletes a hash field if present. Replicated as `HDEL key field`.
-    pub fn hash_del(&self, field: &CStr) -> bool {
-        if self.kind() != Kind::Hash {
-            return false;
-        }
-        // SAFETY: variadic HashSet with a C-string field and REDISMODULE_HASH_DELETE as its
-        // value, which deletes the field; it returns how many fields were deleted.
-        let deleted = unsafe {
-            call(raw::RedisModule_HashSet, |f| {
-                f(
-                    self.ptr,
-                    raw::REDISMODULE_HASH_CFIELDS as c_int,
-                    field.as_ptr(),
-                    raw::REDISMODULE_HASH_DELETE as *mut raw::RedisModuleString,
-                    ptr::null_mut::<c_void>(),
-                )
-            })
-        };
-        if deleted.unwrap_or(0) <= 0 {
-            return false;
-        }
-        self.replicate("HDEL", &[field.to_bytes()]);
-        self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hdel");
-        if !self.exists() {
-            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
-        }
-        true
     }
 
     /// Visits `(score, member)` pairs of a zset in a score span. Empty or missing: no visits.
@@ -311,21 +206,203 @@ impl<'c> Key<'c> {
         unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
     }
 
-    /// Adds a member that is not already present. Returns false (and writes nothing) if it is.
-    /// Replicated as `ZADD key score member`.
-    pub fn zadd_new(&self, score: i64, member: &[u8]) -> bool {
-        let element = RedisString::create_from_slice(self.ctx.ctx, member);
-        let mut flags: c_int = raw::REDISMODULE_ZADD_NX as c_int;
-        // SAFETY: key opened for writing (creates the zset if empty).
-        let status = unsafe {
-            call(raw::RedisModule_ZsetAdd, |f| {
-                f(self.ptr, score as f64, element.inner, &mut flags)
-            })
+    /// Applies one write and, only if it changed something, replicates it as the Redis command
+    /// of the same effect and fires that command's keyspace event: the one place the module
+    /// writes, so no write reaches the dataset without reaching replicas, the AOF and keyspace
+    /// consumers. Every API status is checked before the effect is replicated. Returns whether
+    /// anything changed.
+    pub fn apply(&self, effect: Effect<'_>) -> bool {
+        let Some(done) = self.write(effect) else {
+            return false;
         };
-        let added = status == Some(raw::REDISMODULE_OK as c_int)
-            && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0;
-        if added {
-            // SAFETY: format "slb" = key, long long score, (buffer, length) member.
+        self.replicate_effect(effect, &done);
+        let (class, event) = effect.event();
+        self.notify(class, event);
+        // Emptying a hash or a zset deletes it, and the command says so too.
+        if matches!(
+            effect,
+            Effect::HDel(_) | Effect::ZRem(_) | Effect::ZRemRangeByScore(_) | Effect::ZRemNewest(_)
+        ) && !self.exists()
+        {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        }
+        true
+    }
+
+    /// The write itself; `None` if it changed nothing.
+    fn write<'e>(&self, effect: Effect<'e>) -> Option<Done<'e>> {
+        match effect {
+            Effect::Set(value) => self.write_string(value).then_some(Done::Plain),
+            Effect::HSet(fields) => {
+                let mut set: Vec<&'e [u8]> = Vec::with_capacity(fields.len() * 2);
+                for &(field, bytes) in fields {
+                    let value = RedisString::create_from_slice(self.ctx.ctx, bytes);
+                    // SAFETY: variadic HashSet with a C-string field and a RedisModuleString
+                    // value. Its count is of fields updated (0 for an insert), so success is
+                    // read from the key: a hash after the call.
+                    let called = unsafe {
+                        call(raw::RedisModule_HashSet, |f| {
+                            f(
+                                self.ptr,
+                                raw::REDISMODULE_HASH_CFIELDS as c_int,
+                                field.as_ptr(),
+                                value.inner,
+                                ptr::null_mut::<c_void>(),
+                            )
+                        })
+                    };
+                    if called.is_some() && self.kind() == Kind::Hash {
+                        set.push(field.to_bytes());
+                        set.push(bytes);
+                    }
+                }
+                (!set.is_empty()).then_some(Done::Fields(set))
+            }
+            Effect::HDel(field) => {
+                if self.kind() != Kind::Hash {
+                    return None;
+                }
+                // SAFETY: variadic HashSet with a C-string field and REDISMODULE_HASH_DELETE as
+                // its value, which deletes the field; it returns how many were deleted.
+                let deleted = unsafe {
+                    call(raw::RedisModule_HashSet, |f| {
+                        f(
+                            self.ptr,
+                            raw::REDISMODULE_HASH_CFIELDS as c_int,
+                            field.as_ptr(),
+                            raw::REDISMODULE_HASH_DELETE as *mut raw::RedisModuleString,
+                            ptr::null_mut::<c_void>(),
+                        )
+                    })
+                };
+                (deleted.unwrap_or(0) > 0).then_some(Done::Plain)
+            }
+            Effect::ZAdd { score, member } => {
+                let element = RedisString::create_from_slice(self.ctx.ctx, member);
+                let mut flags: c_int = raw::REDISMODULE_ZADD_NX as c_int;
+                // SAFETY: key opened for writing (creates the zset if empty).
+                let status = unsafe {
+                    call(raw::RedisModule_ZsetAdd, |f| {
+                        f(self.ptr, score as f64, element.inner, &mut flags)
+                    })
+                };
+                (status == Some(raw::REDISMODULE_OK as c_int)
+                    && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
+                    .then_some(Done::Plain)
+            }
+            Effect::ZRem(member) => self
+                .remove_member(&RedisString::create_from_slice(self.ctx.ctx, member))
+                .then_some(Done::Plain),
+            Effect::ZRemRangeByScore(cutoff) => {
+                // One range scan collects them, then each is removed: the module API has no
+                // range removal, and a zset must not change under its iterator.
+                let removed = self.remove_all(Span::UpTo(cutoff), Order::OldestFirst, usize::MAX);
+                (removed > 0).then_some(Done::Removed(removed))
+            }
+            Effect::ZRemNewest(count) => {
+                let removed = self.remove_all(Span::Everything, Order::NewestFirst, count);
+                (removed > 0).then_some(Done::Removed(removed))
+            }
+            Effect::PExpireAt(at) => {
+                if !self.exists() {
+                    return None;
+                }
+                // SAFETY: key opened for writing.
+                let ok = unsafe { call(raw::RedisModule_SetAbsExpire, |f| f(self.ptr, at)) }
+                    == Some(raw::REDISMODULE_OK as c_int);
+                ok.then_some(Done::Plain)
+            }
+            Effect::Persist => {
+                self.ttl_ms()?;
+                // SAFETY: key opened for writing; NO_EXPIRE removes the TTL.
+                let ok = unsafe {
+                    call(raw::RedisModule_SetExpire, |f| {
+                        f(self.ptr, raw::REDISMODULE_NO_EXPIRE as i64)
+                    })
+                } == Some(raw::REDISMODULE_OK as c_int);
+                ok.then_some(Done::Plain)
+            }
+            Effect::Unlink => {
+                if !self.exists() {
+                    return None;
+                }
+                // SAFETY: key opened for writing; UnlinkKey exists since Redis 4.0.7,
+                // DeleteKey always.
+                let ok = unsafe {
+                    match raw::RedisModule_UnlinkKey {
+                        Some(unlink) => unlink(self.ptr),
+                        None => call(raw::RedisModule_DeleteKey, |f| f(self.ptr))
+                            .unwrap_or(raw::REDISMODULE_ERR as c_int),
+                    }
+                } == raw::REDISMODULE_OK as c_int;
+                ok.then_some(Done::Plain)
+            }
+        }
+    }
+
+    /// Stores a string value in place, keeping the key's TTL; true only if all of it is stored.
+    fn write_string(&self, value: &[u8]) -> bool {
+        // SAFETY: key opened for writing; truncate creates or resizes the string, DMA gives
+        // `value.len()` writable bytes, which are written only when it gives exactly that many.
+        unsafe {
+            let truncated = call(raw::RedisModule_StringTruncate, |f| {
+                f(self.ptr, value.len())
+            });
+            let mut len: usize = 0;
+            let buf = call(raw::RedisModule_StringDMA, |f| {
+                f(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int)
+            });
+            match buf {
+                Some(buf)
+                    if truncated == Some(raw::REDISMODULE_OK as c_int)
+                        && !buf.is_null()
+                        && len == value.len() =>
+                {
+                    ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), len);
+                    true
+                }
+                _ => false,
+            }
+        }
+    }
+
+    /// Removes up to `limit` members of `span`, visited in `order`; how many were removed.
+    fn remove_all(&self, span: Span, order: Order, limit: usize) -> usize {
+        let mut members: Vec<RedisString> = Vec::new();
+        if limit > 0 {
+            let _ = self.zscan::<()>(span, order, |_, member| {
+                members.push(RedisString::create_from_slice(self.ctx.ctx, member));
+                Ok(if members.len() < limit {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                })
+            });
+        }
+        members.iter().filter(|m| self.remove_member(m)).count()
+    }
+
+    /// Replicates an applied effect as its Redis command.
+    fn replicate_effect(&self, effect: Effect<'_>, done: &Done<'_>) {
+        match (effect, done) {
+            (Effect::Set(value), _) =>
+            // SAFETY: the format string matches the arguments: "sbc" = key, (buffer,
+            // length), C string.
+            unsafe {
+                if let Some(replicate) = raw::RedisModule_Replicate {
+                    replicate(
+                        self.ctx.ctx,
+                        c"SET".as_ptr(),
+                        c"sbc".as_ptr(),
+                        self.name.inner,
+                        value.as_ptr().cast::<c_char>(),
+                        value.len(),
+                        c"KEEPTTL".as_ptr(),
+                    );
+                }
+            },
+            (Effect::ZAdd { score, member }, _) =>
+            // SAFETY: "slb" = key, long long, (buffer, length).
             unsafe {
                 if let Some(replicate) = raw::RedisModule_Replicate {
                     replicate(
@@ -338,77 +415,9 @@ impl<'c> Key<'c> {
                         member.len(),
                     );
                 }
-            }
-            self.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
-        }
-        added
-    }
-
-    /// Removes one member. Replicated as `ZREM key member`.
-    pub fn zrem(&self, member: &[u8]) -> bool {
-        if !self.remove_member(&RedisString::create_from_slice(self.ctx.ctx, member)) {
-            return false;
-        }
-        self.replicate("ZREM", &[member]);
-        self.notify_removed(c"zrem");
-        true
-    }
-
-    /// Removes the `count` members of highest rank: the newest entries. Replicated as one
-    /// `ZREMRANGEBYRANK key -count -1`, however many they are.
-    pub fn zrem_newest(&self, count: usize) -> usize {
-        let mut newest: Vec<RedisString> = Vec::with_capacity(count);
-        if count > 0 {
-            let _ = self.zscan::<()>(Span::Everything, Order::NewestFirst, |_, member| {
-                newest.push(RedisString::create_from_slice(self.ctx.ctx, member));
-                Ok(if newest.len() < count {
-                    ControlFlow::Continue(())
-                } else {
-                    ControlFlow::Break(())
-                })
-            });
-        }
-        let removed = newest.iter().filter(|m| self.remove_member(m)).count();
-        if removed > 0 {
-            let from = format!("-{removed}");
-            self.replicate("ZREMRANGEBYRANK", &[from.as_bytes(), b"-1"]);
-            self.notify_removed(c"zremrangebyrank");
-        }
-        removed
-    }
-
-    fn remove_member(&self, element: &RedisString) -> bool {
-        let mut deleted: c_int = 0;
-        // SAFETY: key opened for writing; no range iterator is active on it here.
-        unsafe {
-            call(raw::RedisModule_ZsetRem, |f| {
-                f(self.ptr, element.inner, &mut deleted)
-            })
-        };
-        deleted != 0
-    }
-
-    /// The events of a removal from a zset: the command's own, then `del` if the zset emptied
-    /// (the module API deletes an emptied zset, as ZREM does).
-    fn notify_removed(&self, event: &CStr) {
-        self.notify(raw::REDISMODULE_NOTIFY_ZSET, event);
-        if !self.exists() {
-            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
-        }
-    }
-
-    /// Removes every member scored at or below `cutoff`: one range scan collects them, then
-    /// each is removed (the module API has no range removal, and a zset must not change under
-    /// its iterator). Replicated as one `ZREMRANGEBYSCORE key -inf cutoff`.
-    pub fn zrem_up_to(&self, cutoff: i64) -> usize {
-        let mut expired: Vec<RedisString> = Vec::new();
-        let _ = self.zscan::<()>(Span::UpTo(cutoff), Order::OldestFirst, |_, member| {
-            expired.push(RedisString::create_from_slice(self.ctx.ctx, member));
-            Ok(ControlFlow::Continue(()))
-        });
-        let removed = expired.iter().filter(|m| self.remove_member(m)).count();
-        if removed > 0 {
-            // SAFETY: format "scl" = key, C string, long long.
+            },
+            (Effect::ZRemRangeByScore(cutoff), _) =>
+            // SAFETY: "scl" = key, C string, long long.
             unsafe {
                 if let Some(replicate) = raw::RedisModule_Replicate {
                     replicate(
@@ -420,10 +429,34 @@ impl<'c> Key<'c> {
                         cutoff,
                     );
                 }
+            },
+            (Effect::HSet(_), Done::Fields(fields)) => self.replicate("HSET", fields),
+            (Effect::HSet(_), _) => {}
+            (Effect::HDel(field), _) => self.replicate("HDEL", &[field.to_bytes()]),
+            (Effect::ZRem(member), _) => self.replicate("ZREM", &[member]),
+            (Effect::ZRemNewest(_), done) => {
+                let removed = match done {
+                    Done::Removed(n) => *n,
+                    _ => 0,
+                };
+                let from = format!("-{removed}");
+                self.replicate("ZREMRANGEBYRANK", &[from.as_bytes(), b"-1"]);
             }
-            self.notify_removed(c"zremrangebyscore");
+            (Effect::PExpireAt(at), _) => self.replicate_with_number(c"PEXPIREAT", at),
+            (Effect::Persist, _) => self.replicate("PERSIST", &[]),
+            (Effect::Unlink, _) => self.replicate("UNLINK", &[]),
         }
-        removed
+    }
+
+    fn remove_member(&self, element: &RedisString) -> bool {
+        let mut deleted: c_int = 0;
+        // SAFETY: key opened for writing; no range iterator is active on it here.
+        unsafe {
+            call(raw::RedisModule_ZsetRem, |f| {
+                f(self.ptr, element.inner, &mut deleted)
+            })
+        };
+        deleted != 0
     }
 
     /// Remaining TTL in ms, or None when the key has none (or does not exist).
@@ -438,78 +471,6 @@ impl<'c> Key<'c> {
         // SAFETY: GetAbsExpire accepts any open key.
         let at = unsafe { call(raw::RedisModule_GetAbsExpire, |f| f(self.ptr)) }?;
         (at >= 0 && self.exists()).then_some(at)
-    }
-
-    /// Sets a relative TTL on an existing key. Replicated as `PEXPIREAT` with the absolute time
-    /// Redis stored, so replicas expire the key at the same instant.
-    pub fn set_ttl(&self, ms: i64) -> bool {
-        if !self.exists() {
-            return false;
-        }
-        // SAFETY: key opened for writing.
-        let ok = unsafe { call(raw::RedisModule_SetExpire, |f| f(self.ptr, ms)) }
-            == Some(raw::REDISMODULE_OK as c_int);
-        if ok {
-            if let Some(at) = self.expires_at() {
-                self.replicate_with_number(c"PEXPIREAT", at);
-                self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
-            }
-        }
-        ok
-    }
-
-    /// Sets an absolute expiry (unix ms) on an existing key. Replicated as `PEXPIREAT`.
-    pub fn set_expires_at(&self, at: i64) -> bool {
-        if !self.exists() {
-            return false;
-        }
-        // SAFETY: key opened for writing.
-        let ok = unsafe { call(raw::RedisModule_SetAbsExpire, |f| f(self.ptr, at)) }
-            == Some(raw::REDISMODULE_OK as c_int);
-        if ok {
-            self.replicate_with_number(c"PEXPIREAT", at);
-            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
-        }
-        ok
-    }
-
-    /// Removes the TTL. Replicated as `PERSIST`. False if there was none.
-    pub fn persist(&self) -> bool {
-        if self.ttl_ms().is_none() {
-            return false;
-        }
-        // SAFETY: key opened for writing; NO_EXPIRE removes the TTL.
-        let ok = unsafe {
-            call(raw::RedisModule_SetExpire, |f| {
-                f(self.ptr, raw::REDISMODULE_NO_EXPIRE as i64)
-            })
-        } == Some(raw::REDISMODULE_OK as c_int);
-        if ok {
-            self.replicate("PERSIST", &[]);
-            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"persist");
-        }
-        ok
-    }
-
-    /// Deletes the key the way UNLINK does: a large value is freed in the background, so even
-    /// a log of a million entries goes in O(1). Replicated as `UNLINK`. False if it did not exist.
-    pub fn delete(&self) -> bool {
-        if !self.exists() {
-            return false;
-        }
-        // SAFETY: key opened for writing; UnlinkKey exists since Redis 4.0.7, DeleteKey always.
-        let ok = unsafe {
-            match raw::RedisModule_UnlinkKey {
-                Some(unlink) => unlink(self.ptr),
-                None => call(raw::RedisModule_DeleteKey, |f| f(self.ptr))
-                    .unwrap_or(raw::REDISMODULE_ERR as c_int),
-            }
-        } == raw::REDISMODULE_OK as c_int;
-        if ok {
-            self.replicate("UNLINK", &[]);
-            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
-        }
-        ok
     }
 
     /// Fires the keyspace event the equivalent Redis command fires on this key. The module's
@@ -549,6 +510,60 @@ impl<'c> Key<'c> {
             }
         }
     }
+}
+
+/// One write the module makes to a key, named for the Redis command with the same effect: what
+/// [`Key::apply`] writes, replicates and notifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect<'a> {
+    /// `SET key value KEEPTTL`.
+    Set(&'a [u8]),
+    /// `HSET key field value ...`.
+    HSet(&'a [(&'a CStr, &'a [u8])]),
+    /// `HDEL key field`.
+    HDel(&'a CStr),
+    /// `ZADD key score member`, only if the member is not there yet.
+    ZAdd { score: i64, member: &'a [u8] },
+    /// `ZREM key member`.
+    ZRem(&'a [u8]),
+    /// `ZREMRANGEBYSCORE key -inf cutoff`.
+    ZRemRangeByScore(i64),
+    /// The newest `n` members: `ZREMRANGEBYRANK key -n -1`.
+    ZRemNewest(usize),
+    /// `PEXPIREAT key unix-ms`: an absolute time, so replicas expire the key at the same instant.
+    PExpireAt(i64),
+    /// `PERSIST key`.
+    Persist,
+    /// `UNLINK key`: a large value is freed in the background, so even a log of a million
+    /// entries goes in O(1).
+    Unlink,
+}
+
+impl Effect<'_> {
+    /// The keyspace event the equivalent command fires.
+    fn event(&self) -> (c_int, &'static CStr) {
+        match self {
+            Effect::Set(_) => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
+            Effect::HSet(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hset"),
+            Effect::HDel(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hdel"),
+            Effect::ZAdd { .. } => (raw::REDISMODULE_NOTIFY_ZSET, c"zadd"),
+            Effect::ZRem(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zrem"),
+            Effect::ZRemRangeByScore(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore"),
+            Effect::ZRemNewest(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank"),
+            Effect::PExpireAt(_) => (raw::REDISMODULE_NOTIFY_GENERIC, c"expire"),
+            Effect::Persist => (raw::REDISMODULE_NOTIFY_GENERIC, c"persist"),
+            Effect::Unlink => (raw::REDISMODULE_NOTIFY_GENERIC, c"del"),
+        }
+    }
+}
+
+/// What a write did, where its replication depends on it.
+enum Done<'a> {
+    Plain,
+    /// The HSET fields and values really set.
+    Fields(Vec<&'a [u8]>),
+    /// Members removed.
+    Removed(usize),
 }
 
 /// Set while the module fires a keyspace event of its own (subscribers run synchronously).

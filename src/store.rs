@@ -8,8 +8,9 @@ use rand::RngCore;
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
 use crate::args;
+use crate::clock;
 use crate::error::Error;
-use crate::key::{Access, FieldName, Key, Kind};
+use crate::key::{Access, Effect, FieldName, Key, Kind};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
 use crate::migration;
@@ -370,7 +371,7 @@ impl<'c> Limiter<'c> {
             state.log(entry)?;
         }
         if let Some(value) = plan.value {
-            state.value.set_string(value.to_string().as_bytes());
+            state.value.apply(Effect::Set(value.to_string().as_bytes()));
         }
         // A refusal that leaves a client waiting keeps the limiter alive until its turn.
         let waiting = match (plan.outcome, turn) {
@@ -403,19 +404,22 @@ impl<'c> Limiter<'c> {
         let rate = creation.rate.to_string();
         let interval = creation.interval.to_string();
         let keep_alive = creation.keep_alive.to_string();
-        self.hash.hash_set(&[
+        self.hash.apply(Effect::HSet(&[
             (keyspace::FIELD_RATE, rate.as_bytes()),
             (keyspace::FIELD_INTERVAL, interval.as_bytes()),
             (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
             (keyspace::FIELD_TYPE, type_field(creation.mode)),
-        ]);
+        ]));
         if creation.precision != 1 {
             let precision = creation.precision.to_string();
-            self.hash
-                .hash_set(&[(keyspace::FIELD_PRECISION, precision.as_bytes())]);
+            self.hash.apply(Effect::HSet(&[(
+                keyspace::FIELD_PRECISION,
+                precision.as_bytes(),
+            )]));
         }
         if creation.keep_alive > 0 {
-            self.hash.set_ttl(creation.keep_alive);
+            self.hash
+                .apply(Effect::PExpireAt(expiry_in(creation.keep_alive)));
         }
     }
 
@@ -497,13 +501,18 @@ impl<'c> Limiter<'c> {
                 })?;
         }
         state.prune(plan.prune);
-        state.permits.zrem_newest(plan.remove_newest);
+        if plan.remove_newest > 0 {
+            state.permits.apply(Effect::ZRemNewest(plan.remove_newest));
+        }
         if let Some((old, score, new)) = shrink {
-            state.permits.zrem(&old);
-            state.permits.zadd_new(score, &new);
+            state.permits.apply(Effect::ZRem(&old));
+            state.permits.apply(Effect::ZAdd {
+                score,
+                member: &new,
+            });
         }
         if let Some(value) = plan.value {
-            state.value.set_string(value.to_string().as_bytes());
+            state.value.apply(Effect::Set(value.to_string().as_bytes()));
         }
         if plan.released > 0 || plan.prune != Prune::Nothing || plan.value.is_some() {
             self.apply_ttl_rule(&config, &state, 0);
@@ -539,9 +548,12 @@ impl<'c> Limiter<'c> {
             if fields.precision.is_none() && change.precision != 1 {
                 set.push((keyspace::FIELD_PRECISION, precision.as_bytes()));
             }
-            self.hash.hash_set(&set);
+            if !set.is_empty() {
+                self.hash.apply(Effect::HSet(&set));
+            }
             if created && change.keep_alive > 0 {
-                self.hash.set_ttl(change.keep_alive);
+                self.hash
+                    .apply(Effect::PExpireAt(expiry_in(change.keep_alive)));
             }
             return Ok(i64::from(created));
         }
@@ -583,20 +595,23 @@ impl<'c> Limiter<'c> {
             _ => None,
         };
 
-        self.hash.hash_set(&[
+        self.hash.apply(Effect::HSet(&[
             (keyspace::FIELD_RATE, rate.as_bytes()),
             (keyspace::FIELD_INTERVAL, interval.as_bytes()),
             (keyspace::FIELD_TYPE, new_type),
             (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
-        ]);
+        ]));
         if change.precision == 1 {
-            self.hash.hash_del(keyspace::FIELD_PRECISION);
+            self.hash.apply(Effect::HDel(keyspace::FIELD_PRECISION));
         } else {
-            self.hash
-                .hash_set(&[(keyspace::FIELD_PRECISION, precision.as_bytes())]);
+            self.hash.apply(Effect::HSet(&[(
+                keyspace::FIELD_PRECISION,
+                precision.as_bytes(),
+            )]));
         }
         if change.keep_alive > 0 {
-            self.hash.set_ttl(change.keep_alive);
+            self.hash
+                .apply(Effect::PExpireAt(expiry_in(change.keep_alive)));
         }
         if mode_changed {
             overall.delete();
@@ -608,7 +623,9 @@ impl<'c> Limiter<'c> {
                 None => state.delete(),
                 Some(plan) => {
                     state.prune(plan.prune);
-                    state.value.set_string(plan.value.to_string().as_bytes());
+                    state
+                        .value
+                        .apply(Effect::Set(plan.value.to_string().as_bytes()));
                     let config = Config {
                         rate: change.rate,
                         interval: change.interval,
@@ -653,13 +670,14 @@ impl<'c> Limiter<'c> {
                 .keep_alive
                 .saturating_add(waiting.max(0))
                 .min(args::MAX_DURATION_MS);
-            self.hash.set_ttl(ttl);
-            state.value.set_ttl(ttl);
-            state.permits.set_ttl(ttl);
+            let at = expiry_in(ttl);
+            for key in [&self.hash, &state.value, &state.permits] {
+                key.apply(Effect::PExpireAt(at));
+            }
         } else if let Some(at) = self.hash.expires_at() {
             for key in [&state.value, &state.permits] {
                 if key.expires_at() != Some(at) {
-                    key.set_expires_at(at);
+                    key.apply(Effect::PExpireAt(at));
                 }
             }
         }
@@ -690,10 +708,11 @@ impl State<'_> {
         for _ in 0..ID_ATTEMPTS {
             let mut id = [0u8; keyspace::ID_LEN];
             rng.fill_bytes(&mut id);
-            if self
-                .permits
-                .zadd_new(entry.score, &keyspace::encode_member(&id, entry.permits))
-            {
+            let member = keyspace::encode_member(&id, entry.permits);
+            if self.permits.apply(Effect::ZAdd {
+                score: entry.score,
+                member: &member,
+            }) {
                 return Ok(());
             }
         }
@@ -730,10 +749,13 @@ impl State<'_> {
         // Added before the old one goes, so the log never empties (and keeps its TTL). An
         // identical member already there (a degenerate foreign id) leaves the grant to an entry
         // of its own.
-        if !self.permits.zadd_new(entry.score, &merged) {
+        if !self.permits.apply(Effect::ZAdd {
+            score: entry.score,
+            member: &merged,
+        }) {
             return false;
         }
-        self.permits.zrem(&old);
+        self.permits.apply(Effect::ZRem(&old));
         true
     }
 
@@ -742,10 +764,10 @@ impl State<'_> {
         match prune {
             Prune::Nothing => {}
             Prune::UpTo(cutoff) => {
-                self.permits.zrem_up_to(cutoff);
+                self.permits.apply(Effect::ZRemRangeByScore(cutoff));
             }
             Prune::All => {
-                self.permits.delete();
+                self.permits.apply(Effect::Unlink);
             }
         }
     }
@@ -755,8 +777,8 @@ impl State<'_> {
     }
 
     fn delete(&self) {
-        self.value.delete();
-        self.permits.delete();
+        self.value.apply(Effect::Unlink);
+        self.permits.apply(Effect::Unlink);
     }
 }
 
@@ -900,6 +922,11 @@ fn refuse_cross_slot(ctx: &Context, name: &[u8]) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// The absolute expiry, on the server's clock, of a TTL of `ms` set now.
+fn expiry_in(ms: i64) -> i64 {
+    clock::server_ms().saturating_add(ms)
 }
 
 /// The `type` field a mode is stored as.

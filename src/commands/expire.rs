@@ -10,7 +10,7 @@ use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
-use crate::key::{Access, Key};
+use crate::key::{Access, Effect, Key};
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -126,9 +126,9 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             return false;
         }
         if at <= now {
-            key.delete()
+            key.apply(Effect::Unlink)
         } else {
-            key.set_expires_at(at)
+            key.apply(Effect::PExpireAt(at))
         }
     })?;
     drop(limiter);
