@@ -44,6 +44,8 @@ pub enum Error {
     NoPermission { key: Vec<u8> },
     /// ALLOWALL listed a key twice.
     KeyListedTwice { key: Vec<u8> },
+    /// ALLOWALL listed two names whose derived keys are the same (`a` and `{a}`).
+    SharedState { first: Vec<u8>, second: Vec<u8> },
     /// An error of one limiter of several (ALLOWALL), naming it.
     OfLimiter { key: Vec<u8>, error: Box<Error> },
     /// In cluster mode, a name whose derived keys hash to another slot (such as `a{b`).
@@ -122,6 +124,12 @@ impl fmt::Display for Error {
             Error::KeyListedTwice { key } => {
                 write!(f, "ERR key '{}' is listed more than once", Printable(key))
             }
+            Error::SharedState { first, second } => write!(
+                f,
+                "ERR limiters '{}' and '{}' share the same state keys",
+                Printable(first),
+                Printable(second)
+            ),
             Error::OfLimiter { key, error } => {
                 let shown = match error.as_ref() {
                     Error::WrongArity => "ERR wrong number of arguments".to_string(),

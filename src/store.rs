@@ -120,6 +120,12 @@ impl Attempt<'_> {
     pub fn grants(&self) -> bool {
         self.plan.append.is_some()
     }
+
+    /// The permits key of the state it acts on: two limiters whose names derive the same keys
+    /// (`a` and `{a}`) share one state.
+    pub fn state_key(&self) -> &[u8] {
+        self.state.permits.name()
+    }
 }
 
 /// What an acquisition did, with what an HTTP API needs to answer it.
@@ -215,7 +221,7 @@ impl<'c> Limiter<'c> {
                 )
             })
         };
-        Ok(Some(Config {
+        let config = Config {
             rate: number("rate", rate.as_slice(), 0)?,
             interval: number("interval", interval.as_slice(), 1)?,
             mode: mode_of(kind.as_slice()),
@@ -235,15 +241,31 @@ impl<'c> Limiter<'c> {
                     })?,
                 None => 0,
             },
-            precision: match &fields.precision {
-                Some(bytes) => args::parse_i64(bytes.as_slice())
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| {
-                        Error::corrupt(self.hash.name(), "field 'precision' is not an integer >= 1")
-                    })?,
-                None => 1,
-            },
-        }))
+            precision: 1,
+        };
+        self.with_precision(config, &fields).map(Some)
+    }
+
+    /// The configuration with its `precision` field, which must lie in `1..=interval`.
+    fn with_precision(&self, config: Config, fields: &Fields) -> Result<Config, Error> {
+        let precision = match &fields.precision {
+            Some(bytes) => args::parse_i64(bytes.as_slice())
+                .filter(|n| (1..=config.interval).contains(n))
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        self.hash.name(),
+                        format!(
+                            "field 'precision' is not an integer between 1 and the interval ({})",
+                            config.interval
+                        ),
+                    )
+                })?,
+            None => 1,
+        };
+        Ok(Config {
+            precision,
+            ..config
+        })
     }
 
     /// The configuration of a limiter that must exist. Its callers go on to the derived keys,
@@ -727,7 +749,7 @@ impl State<'_> {
     fn merge(&self, entry: Entry) -> bool {
         let mut found = None;
         let _ = self.permits.zscan::<()>(
-            Span::Between(entry.score - 1, entry.score),
+            Span::Between(entry.score.saturating_sub(1), entry.score),
             Order::NewestFirst,
             |_, member| {
                 found = Some(member.to_vec());

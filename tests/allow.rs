@@ -294,6 +294,8 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
     let _: () = line(&mut con, "SET {u}:str x").unwrap();
     line::<i64>(&mut con, "RATELIMIT.SETRATE {u}:bad 5 1000").unwrap();
     let _: () = line(&mut con, "SET {u}:bad:value x").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE x 5 1000").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE {x} 5 1000").unwrap();
     let before = snapshot(&mut con);
     for (command, error) in [
         (
@@ -319,6 +321,11 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
         (
             "RATELIMIT.ALLOWALL 2 {u}:a {u}:a",
             "ERR key '{u}:a' is listed more than once",
+        ),
+        // `x` and `{x}` are two hashes whose names derive the same state keys.
+        (
+            "RATELIMIT.ALLOWALL 2 x {x}",
+            "ERR limiters 'x' and '{x}' share the same state keys",
         ),
         (
             "RATELIMIT.ALLOWALL 3 {u}:a {u}:pc",

@@ -78,10 +78,15 @@ fn precision_is_stored_as_the_modules_own_field() {
         error_of(&mut con, "RATELIMIT.ALLOW s RATE 5 1000 PRECISION 2000"),
         "ERR PRECISION must be an integer between 1 and 1000"
     );
-    // A foreign, unreadable precision is corrupt data.
-    let _: i64 = line(&mut con, "HSET q precision x").unwrap();
-    let err = error_of(&mut con, "RATELIMIT.TRYACQUIRE q");
-    assert!(err.starts_with("ERR corrupt rate limiter key 'q'"), "{err}");
+    // A foreign precision that is not an integer in 1 ..= interval is corrupt data.
+    for bad in ["x", "0", "1001"] {
+        let _: i64 = line(&mut con, &format!("HSET q precision {bad}")).unwrap();
+        assert_eq!(
+            error_of(&mut con, "RATELIMIT.TRYACQUIRE q"),
+            "ERR corrupt rate limiter key 'q': field 'precision' is not an integer between 1 \
+             and the interval (1000)"
+        );
+    }
 }
 
 #[test]

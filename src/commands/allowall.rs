@@ -102,6 +102,19 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 .map_err(|e| e.of_limiter(key))
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    // Names that derive the same keys (`a` and `{a}`) would take from one state twice.
+    for (i, attempt) in attempts.iter().enumerate() {
+        if let Some(j) = attempts[..i]
+            .iter()
+            .position(|other| other.state_key() == attempt.state_key())
+        {
+            return Err(Error::SharedState {
+                first: request.keys[j].to_vec(),
+                second: request.keys[i].to_vec(),
+            }
+            .into());
+        }
+    }
     let all = attempts.iter().all(|attempt| attempt.grants());
     let verdicts = limiters
         .iter()
