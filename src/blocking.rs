@@ -23,7 +23,7 @@ use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisStr
 
 use crate::clock;
 use crate::error::Error;
-use crate::key::{self, Access};
+use crate::key::{self, Write};
 use crate::limiter::Outcome;
 use crate::queue::{self, QueueId, Removed, Request, TimerId, WaiterId};
 use crate::stats;
@@ -62,7 +62,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
     } else {
         Turn::BehindWaiters
     };
-    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,
@@ -195,7 +195,7 @@ fn serve(ctx: &Context, queue: QueueId) {
     while let Some(head) = queue::head(queue) {
         select_db(ctx, head.db);
         let request = &head.request;
-        let result = Limiter::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+        let result = Limiter::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
             limiter.try_acquire(
                 request.client.as_deref(),
                 request.permits,
@@ -251,7 +251,7 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     select_db(ctx, removed.db);
     let request = &removed.request;
-    let hint = Limiter::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+    let hint = Limiter::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
         limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
     });
     match hint {

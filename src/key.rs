@@ -8,6 +8,7 @@
 //! scripts (or on a replica applying the effects).
 
 use std::ffi::CStr;
+use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
@@ -34,13 +35,39 @@ pub enum Access {
     Write,
 }
 
-pub struct Key<'c> {
+/// How a key is opened, as a type: a key opened for reading has no `apply`, so writing through
+/// it does not compile.
+pub trait OpenMode {
+    const ACCESS: Access;
+}
+
+/// The modes that may write.
+pub trait Writable: OpenMode {}
+
+/// Opened for reading only.
+pub enum Read {}
+
+/// Opened for reading and writing.
+pub enum Write {}
+
+impl OpenMode for Read {
+    const ACCESS: Access = Access::Read;
+}
+
+impl OpenMode for Write {
+    const ACCESS: Access = Access::Write;
+}
+
+impl Writable for Write {}
+
+pub struct Key<'c, M: OpenMode> {
     ctx: &'c Context,
     ptr: *mut raw::RedisModuleKey,
     name: RedisString,
+    mode: PhantomData<M>,
 }
 
-impl Drop for Key<'_> {
+impl<M: OpenMode> Drop for Key<'_, M> {
     fn drop(&mut self) {
         if !self.ptr.is_null() {
             raw::close_key(self.ptr);
@@ -48,15 +75,20 @@ impl Drop for Key<'_> {
     }
 }
 
-impl<'c> Key<'c> {
-    pub fn open(ctx: &'c Context, name: &[u8], access: Access) -> Self {
+impl<'c, M: OpenMode> Key<'c, M> {
+    pub fn open(ctx: &'c Context, name: &[u8]) -> Self {
         let name = RedisString::create_from_slice(ctx.ctx, name);
-        let mode = match access {
+        let mode = match M::ACCESS {
             Access::Read => raw::KeyMode::READ,
             Access::Write => raw::KeyMode::READ | raw::KeyMode::WRITE,
         };
         let ptr = raw::open_key(ctx.ctx, name.inner, mode);
-        Key { ctx, ptr, name }
+        Key {
+            ctx,
+            ptr,
+            name,
+            mode: PhantomData,
+        }
     }
 
     pub fn name(&self) -> &[u8] {
@@ -206,6 +238,22 @@ impl<'c> Key<'c> {
         unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
     }
 
+    /// Remaining TTL in ms, or None when the key has none (or does not exist).
+    pub fn ttl_ms(&self) -> Option<i64> {
+        // SAFETY: GetExpire accepts any open key.
+        let ttl = unsafe { call(raw::RedisModule_GetExpire, |f| f(self.ptr)) }?;
+        (ttl >= 0 && self.exists()).then_some(ttl)
+    }
+
+    /// The absolute expiry in unix ms, or None.
+    pub fn expires_at(&self) -> Option<i64> {
+        // SAFETY: GetAbsExpire accepts any open key.
+        let at = unsafe { call(raw::RedisModule_GetAbsExpire, |f| f(self.ptr)) }?;
+        (at >= 0 && self.exists()).then_some(at)
+    }
+}
+
+impl<M: Writable> Key<'_, M> {
     /// Applies one write and, only if it changed something, replicates it as the Redis command
     /// of the same effect and fires that command's keyspace event: the one place the module
     /// writes, so no write reaches the dataset without reaching replicas, the AOF and keyspace
@@ -457,20 +505,6 @@ impl<'c> Key<'c> {
             })
         };
         deleted != 0
-    }
-
-    /// Remaining TTL in ms, or None when the key has none (or does not exist).
-    pub fn ttl_ms(&self) -> Option<i64> {
-        // SAFETY: GetExpire accepts any open key.
-        let ttl = unsafe { call(raw::RedisModule_GetExpire, |f| f(self.ptr)) }?;
-        (ttl >= 0 && self.exists()).then_some(ttl)
-    }
-
-    /// The absolute expiry in unix ms, or None.
-    pub fn expires_at(&self) -> Option<i64> {
-        // SAFETY: GetAbsExpire accepts any open key.
-        let at = unsafe { call(raw::RedisModule_GetAbsExpire, |f| f(self.ptr)) }?;
-        (at >= 0 && self.exists()).then_some(at)
     }
 
     /// Fires the keyspace event the equivalent Redis command fires on this key. The module's

@@ -26,7 +26,7 @@
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, RedisString};
 
 use crate::error::Error;
-use crate::key::Key;
+use crate::key::{Key, OpenMode};
 use crate::keyspace::{self, StateKeys};
 
 /// Appended to a derived key name to make the probe. A NUL makes a clash with a real key name
@@ -41,7 +41,11 @@ const PROBE_ATTEMPTS: u32 = 1 << 20;
 /// `name`, all in its slot) are missing because a slot migration has moved them, or the slot is
 /// not served here for a caller without a client (a timer). Free when every key exists or
 /// outside cluster mode.
-pub fn refuse_split(ctx: &Context, name: &[u8], keys: &[&Key<'_>]) -> Result<(), Error> {
+pub fn refuse_split<M: OpenMode>(
+    ctx: &Context,
+    name: &[u8],
+    keys: &[&Key<'_, M>],
+) -> Result<(), Error> {
     let missing: Vec<&RedisString> = keys
         .iter()
         .filter(|key| !key.exists())

@@ -10,7 +10,7 @@ use redis_module::{raw, Context, ContextFlags, RedisString};
 use crate::args;
 use crate::clock;
 use crate::error::Error;
-use crate::key::{Access, Effect, FieldName, Key, Kind};
+use crate::key::{Access, Effect, FieldName, Key, Kind, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
 use crate::migration;
@@ -21,11 +21,10 @@ use crate::queue::{self, StateId};
 const ID_ATTEMPTS: usize = 8;
 
 /// A limiter: its configuration hash, open for reading or writing.
-pub struct Limiter<'c> {
+pub struct Limiter<'c, M: OpenMode> {
     ctx: &'c Context,
     name: Vec<u8>,
-    hash: Key<'c>,
-    access: Access,
+    hash: Key<'c, M>,
     caller: Caller,
     db: i32,
 }
@@ -44,9 +43,9 @@ pub enum Turn {
 }
 
 /// One state of a limiter: the value string and permits zset, overall or of one client.
-pub struct State<'c> {
-    value: Key<'c>,
-    permits: Key<'c>,
+pub struct State<'c, M: OpenMode> {
+    value: Key<'c, M>,
+    permits: Key<'c, M>,
 }
 
 /// The raw fields of a limiter hash, before validation.
@@ -104,10 +103,10 @@ impl Creation {
 }
 
 /// An acquisition read and decided, not yet written (see [`Limiter::attempt`]).
-pub struct Attempt<'c> {
+pub struct Attempt<'c, M: OpenMode> {
     config: Config,
     created: Option<Creation>,
-    state: State<'c>,
+    state: State<'c, M>,
     plan: Acquire,
     turn: Turn,
     now: i64,
@@ -115,7 +114,7 @@ pub struct Attempt<'c> {
     queued: u64,
 }
 
-impl Attempt<'_> {
+impl<M: OpenMode> Attempt<'_, M> {
     /// Whether the attempt would take its permits.
     pub fn grants(&self) -> bool {
         self.plan.append.is_some()
@@ -151,37 +150,31 @@ pub enum Condition {
     IfExists,
 }
 
-impl<'c> Limiter<'c> {
-    pub fn open(ctx: &'c Context, name: &[u8], access: Access) -> Result<Self, Error> {
+impl<'c, M: OpenMode> Limiter<'c, M> {
+    pub fn open(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
         refuse_cross_slot(ctx, name)?;
-        Self::open_as(ctx, name, access, Caller::current(ctx))
+        Self::open_as(ctx, name, Caller::current(ctx))
     }
 
     /// Opens a limiter only to read its configuration: CONFIG touches nothing but the declared
     /// key, so it answers even for a name whose derived keys are in another cluster slot.
     pub fn open_config(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Access::Read, Caller::current(ctx))
+        Self::open_as(ctx, name, Caller::current(ctx))
     }
 
     /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
     /// context that has no user of its own: its ACL was checked when it blocked.
     pub fn open_for_waiter(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Access::Write, Caller(std::ptr::null_mut()))
+        Self::open_as(ctx, name, Caller(std::ptr::null_mut()))
     }
 
-    fn open_as(
-        ctx: &'c Context,
-        name: &[u8],
-        access: Access,
-        caller: Caller,
-    ) -> Result<Self, Error> {
-        let hash = Key::open(ctx, name, access);
+    fn open_as(ctx: &'c Context, name: &[u8], caller: Caller) -> Result<Self, Error> {
+        let hash = Key::open(ctx, name);
         expect_kind(&hash, Kind::Hash)?;
         Ok(Limiter {
             ctx,
             name: name.to_vec(),
             hash,
-            access,
             caller,
             db: selected_db(ctx),
         })
@@ -191,12 +184,12 @@ impl<'c> Limiter<'c> {
     /// `key`; these are derived from it, so this is where the module refuses, before touching
     /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
     /// state split from its hash by a slot migration.
-    fn open_state(&self, keys: &StateKeys, access: Access) -> Result<State<'c>, Error> {
-        let value = Key::open(self.ctx, &keys.value, access);
-        self.caller.check(&value, access)?;
+    fn open_state(&self, keys: &StateKeys) -> Result<State<'c, M>, Error> {
+        let value = Key::open(self.ctx, &keys.value);
+        self.caller.check(&value)?;
         expect_kind(&value, Kind::String)?;
-        let permits = Key::open(self.ctx, &keys.permits, access);
-        self.caller.check(&permits, access)?;
+        let permits = Key::open(self.ctx, &keys.permits);
+        self.caller.check(&permits)?;
         expect_kind(&permits, Kind::ZSet)?;
         migration::refuse_split(self.ctx, &self.name, &[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
@@ -296,13 +289,13 @@ impl<'c> Limiter<'c> {
     }
 
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
-    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c>, Error> {
+    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
         let keys = match (config.mode, client) {
             (Mode::Overall, _) => StateKeys::overall(&self.name),
             (Mode::PerClient, Some(client)) => StateKeys::client(&self.name, client),
             (Mode::PerClient, None) => return Err(Error::ClientRequired),
         };
-        self.open_state(&keys, self.access)
+        self.open_state(&keys)
     }
 
     /// TRYACQUIRE: take `permits` now or say how long to wait.
@@ -313,7 +306,10 @@ impl<'c> Limiter<'c> {
         now: i64,
         turn: Turn,
         create: Option<&Creation>,
-    ) -> Result<Verdict, Error> {
+    ) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
         let attempt = self.attempt(client, permits, now, turn, create)?;
         self.commit(&attempt, true)
     }
@@ -327,7 +323,10 @@ impl<'c> Limiter<'c> {
         now: i64,
         turn: Turn,
         create: Option<&Creation>,
-    ) -> Result<Attempt<'c>, Error> {
+    ) -> Result<Attempt<'c, M>, Error>
+    where
+        M: Writable,
+    {
         let (config, created) = match (self.config()?, create) {
             (Some(config), _) => (config, None),
             (None, Some(creation)) => {
@@ -370,7 +369,10 @@ impl<'c> Limiter<'c> {
     /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
     /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
     /// value and the TTL rule.
-    pub fn commit(&self, attempt: &Attempt<'_>, grant: bool) -> Result<Verdict, Error> {
+    pub fn commit(&self, attempt: &Attempt<'_, M>, grant: bool) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
         let Attempt {
             config,
             created,
@@ -422,7 +424,10 @@ impl<'c> Limiter<'c> {
     }
 
     /// Writes the hash of a limiter created on first use, as SETRATE NX does.
-    fn create(&self, creation: &Creation) {
+    fn create(&self, creation: &Creation)
+    where
+        M: Writable,
+    {
         let rate = creation.rate.to_string();
         let interval = creation.interval.to_string();
         let keep_alive = creation.keep_alive.to_string();
@@ -457,7 +462,7 @@ impl<'c> Limiter<'c> {
     }
 
     /// Permits requested by the clients blocked in ACQUIRE on this state, if any are.
-    fn queued_permits(&self, state: &State<'_>) -> Option<u64> {
+    fn queued_permits(&self, state: &State<'_, M>) -> Option<u64> {
         if queue::is_empty() {
             return None;
         }
@@ -476,7 +481,7 @@ impl<'c> Limiter<'c> {
         Ok((self.state_id(&state), watched))
     }
 
-    fn state_id(&self, state: &State<'_>) -> StateId {
+    fn state_id(&self, state: &State<'_, M>) -> StateId {
         StateId {
             db: self.db,
             permits_key: state.permits.name().to_vec(),
@@ -496,7 +501,10 @@ impl<'c> Limiter<'c> {
     }
 
     /// RELEASE: give back up to `permits` of the newest acquisitions. Returns how many.
-    pub fn release(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
+    pub fn release(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
         let plan = limiter::release(&config, state.stored_value()?, &state, now, permits)?;
@@ -543,7 +551,10 @@ impl<'c> Limiter<'c> {
     }
 
     /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
-    pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error> {
+    pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
         let fields = self.fields();
         let new_type = type_field(change.mode);
         let rate = change.rate.to_string();
@@ -589,9 +600,9 @@ impl<'c> Limiter<'c> {
             .kind
             .as_ref()
             .is_some_and(|old| mode_of(old.as_slice()) != change.mode);
-        let overall = self.open_state(&StateKeys::overall(&self.name), Access::Write)?;
+        let overall = self.open_state(&StateKeys::overall(&self.name))?;
         let client = match change.client {
-            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), Access::Write)?),
+            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id))?),
             None => None,
         };
         let target = match change.mode {
@@ -668,11 +679,14 @@ impl<'c> Limiter<'c> {
     pub fn for_each_key(
         &self,
         client: Option<&[u8]>,
-        mut act: impl FnMut(&Key<'c>) -> bool,
-    ) -> Result<i64, Error> {
-        let overall = self.open_state(&StateKeys::overall(&self.name), self.access)?;
+        mut act: impl FnMut(&Key<'c, M>) -> bool,
+    ) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
+        let overall = self.open_state(&StateKeys::overall(&self.name))?;
         let client = match client {
-            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id), self.access)?),
+            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id))?),
             None => None,
         };
         let mut keys = vec![&self.hash, &overall.value, &overall.permits];
@@ -686,7 +700,10 @@ impl<'c> Limiter<'c> {
     /// keep-alive, refresh it on all three keys; otherwise give the state keys the hash's expiry.
     /// `waiting` is how long a client blocked in ACQUIRE waits for its turn: the keep-alive runs
     /// from then, so a limiter never expires under its waiters.
-    fn apply_ttl_rule(&self, config: &Config, state: &State<'_>, waiting: i64) {
+    fn apply_ttl_rule(&self, config: &Config, state: &State<'_, M>, waiting: i64)
+    where
+        M: Writable,
+    {
         if config.keep_alive > 0 {
             let ttl = config
                 .keep_alive
@@ -706,7 +723,7 @@ impl<'c> Limiter<'c> {
     }
 }
 
-impl State<'_> {
+impl<M: OpenMode> State<'_, M> {
     /// The value string, if present; an error naming the key if it is not an integer.
     fn stored_value(&self) -> Result<Option<i64>, Error> {
         match self.value.read_string() {
@@ -722,7 +739,10 @@ impl State<'_> {
     /// the same id (ZREM + ZADD); otherwise a new entry gets a fresh random id. ZADD NX never
     /// overwrites a member, so an id already in the log (a 2^-128 chance) is redrawn instead of
     /// losing an acquisition.
-    fn log(&self, entry: Entry) -> Result<(), Error> {
+    fn log(&self, entry: Entry) -> Result<(), Error>
+    where
+        M: Writable,
+    {
         if self.merge(entry) {
             return Ok(());
         }
@@ -746,7 +766,10 @@ impl State<'_> {
 
     /// Adds `entry`'s permits to the entry already logged at its score, if there is one this
     /// module can read and the sum fits the member's 32 bits. False if nothing was merged.
-    fn merge(&self, entry: Entry) -> bool {
+    fn merge(&self, entry: Entry) -> bool
+    where
+        M: Writable,
+    {
         let mut found = None;
         let _ = self.permits.zscan::<()>(
             Span::Between(entry.score.saturating_sub(1), entry.score),
@@ -782,7 +805,10 @@ impl State<'_> {
     }
 
     /// Removes what a plan prunes: expired entries, or the whole log in O(1).
-    fn prune(&self, prune: Prune) {
+    fn prune(&self, prune: Prune)
+    where
+        M: Writable,
+    {
         match prune {
             Prune::Nothing => {}
             Prune::UpTo(cutoff) => {
@@ -798,13 +824,16 @@ impl State<'_> {
         Error::corrupt(self.permits.name(), e.to_string())
     }
 
-    fn delete(&self) {
+    fn delete(&self)
+    where
+        M: Writable,
+    {
         self.value.apply(Effect::Unlink);
         self.permits.apply(Effect::Unlink);
     }
 }
 
-impl PermitLog for State<'_> {
+impl<M: OpenMode> PermitLog for State<'_, M> {
     type Error = Error;
 
     fn entry_count(&self) -> Result<usize, Error> {
@@ -862,7 +891,7 @@ impl Caller {
         }
     }
 
-    fn check(&self, key: &Key<'_>, access: Access) -> Result<(), Error> {
+    fn check<M: OpenMode>(&self, key: &Key<'_, M>) -> Result<(), Error> {
         // SAFETY: the API pointer is written once, by RedisModule_Init at load.
         let Some(check) = (unsafe { raw::RedisModule_ACLCheckKeyPermissions }) else {
             return Ok(());
@@ -870,7 +899,7 @@ impl Caller {
         if self.0.is_null() {
             return Ok(());
         }
-        let flags = match access {
+        let flags = match M::ACCESS {
             Access::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
             Access::Write => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
         };
@@ -907,10 +936,10 @@ impl Drop for Caller {
 
 /// The wait before `permits` could be taken after the `ahead` permits queued before them (their
 /// sum capped at the rate, since no request can exceed it); at least 1. Writes nothing.
-fn hint(
+fn hint<M: OpenMode>(
     config: &Config,
     stored: Option<i64>,
-    state: &State<'_>,
+    state: &State<'_, M>,
     now: i64,
     ahead: u64,
     permits: u32,
@@ -974,7 +1003,7 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
 }
 
-fn expect_kind(key: &Key<'_>, kind: Kind) -> Result<(), Error> {
+fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: Kind) -> Result<(), Error> {
     match key.kind() {
         Kind::Empty => Ok(()),
         k if k == kind => Ok(()),

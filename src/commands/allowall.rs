@@ -9,7 +9,7 @@ use super::{byte_args, reply_verdict};
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::Write;
 use crate::limiter::Outcome;
 use crate::stats;
 use crate::store::{Limiter, Turn, Verdict};
@@ -85,7 +85,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let limiters = request
         .keys
         .iter()
-        .map(|&key| Limiter::open(ctx, key, Access::Write).map_err(|e| e.of_limiter(key)))
+        .map(|&key| Limiter::<Write>::open(ctx, key).map_err(|e| e.of_limiter(key)))
         .collect::<Result<Vec<_>, Error>>()?;
     let attempts = limiters
         .iter()

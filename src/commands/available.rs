@@ -7,7 +7,7 @@ use super::doc::{Doc, Keys, CLIENT, KEY, READ};
 use super::{byte_args, parse_target, Target};
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::Read;
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -29,6 +29,6 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let Target { key, client } = parse(&args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::open(ctx, key, Access::Read)?;
+    let limiter = Limiter::<Read>::open(ctx, key)?;
     Ok(RedisValue::Integer(limiter.available(client, now)?))
 }

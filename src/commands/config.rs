@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 use super::byte_args;
 use super::doc::{Doc, Keys, KEY, READ};
 use crate::error::Error;
+use crate::key::Read;
 use crate::limiter::{Config, Mode};
 use crate::store::Limiter;
 
@@ -37,7 +38,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let Request { key } = parse(&args)?;
-    let limiter = Limiter::open_config(ctx, key)?;
+    let limiter = Limiter::<Read>::open_config(ctx, key)?;
     match limiter.config()? {
         None => Ok(RedisValue::Null),
         Some(config) => {

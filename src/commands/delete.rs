@@ -7,7 +7,7 @@ use super::doc::{Doc, Keys, CLIENT, KEY};
 use super::{byte_args, parse_target, Target};
 use crate::blocking;
 use crate::error::Error;
-use crate::key::{Access, Effect};
+use crate::key::{Effect, Write};
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -28,7 +28,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let Target { key, client } = parse(&args)?;
-    let limiter = Limiter::open(ctx, key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, key)?;
     let deleted = limiter.for_each_key(client, |key| key.apply(Effect::Unlink))?;
     drop(limiter);
     blocking::nudge(ctx, key);

@@ -10,7 +10,7 @@ use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
-use crate::key::{Access, Effect, Key};
+use crate::key::{Effect, Key, Write};
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -120,8 +120,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let at = now
         .checked_add(request.ms)
         .ok_or(Error::InvalidExpireTime)?;
-    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
-    let changed = limiter.for_each_key(request.client, |key: &Key<'_>| {
+    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let changed = limiter.for_each_key(request.client, |key: &Key<'_, Write>| {
         if !key.exists() || !request.when.allows(key.expires_at(), at) {
             return false;
         }

@@ -6,7 +6,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::doc::{Doc, Keys, CLIENT, KEY, UPDATE};
 use super::{byte_args, parse_target, Target};
 use crate::error::Error;
-use crate::key::{Access, Effect};
+use crate::key::{Effect, Write};
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -27,7 +27,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let Target { key, client } = parse(&args)?;
-    let limiter = Limiter::open(ctx, key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, key)?;
     let changed = limiter.for_each_key(client, |key| key.apply(Effect::Persist))?;
     Ok(RedisValue::Integer(i64::from(changed > 0)))
 }

@@ -10,7 +10,7 @@ use crate::args::{self, Tokens};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::Write;
 use crate::store::Limiter;
 
 pub const DOC: Doc = Doc {
@@ -53,7 +53,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         client,
     } = parse(&args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::open(ctx, key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, key)?;
     let released = limiter.release(client, permits, now)?;
     drop(limiter);
     blocking::nudge(ctx, key);

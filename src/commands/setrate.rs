@@ -10,7 +10,7 @@ use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::Write;
 use crate::limiter::Mode;
 use crate::store::{Condition, Limiter, RateChange};
 
@@ -121,7 +121,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let request = parse(&args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, request.key)?;
     let reply = limiter.set_rate(&request.change, now)?;
     drop(limiter);
     blocking::nudge(ctx, request.key);

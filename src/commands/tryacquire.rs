@@ -6,7 +6,7 @@ use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
 use super::{byte_args, outcome_reply, parse_acquisition, Acquisition};
 use crate::clock;
 use crate::error::Error;
-use crate::key::Access;
+use crate::key::Write;
 use crate::limiter::Outcome;
 use crate::stats;
 use crate::store::{Limiter, Turn};
@@ -35,7 +35,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let request = parse(&args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::open(ctx, request.key, Access::Write)?;
+    let limiter = Limiter::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,

@@ -25,7 +25,12 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
+        // A failing test keeps the server's directory (its log, its AOF) for a post-mortem.
+        if std::thread::panicking() {
+            eprintln!("kept the failed test's server directory: {}", self.dir.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
