@@ -535,11 +535,12 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             state.permits.apply(Effect::ZRemNewest(plan.remove_newest));
         }
         if let Some((old, score, new)) = shrink {
-            state.permits.apply(Effect::ZRem(&old));
+            // Added before the old one goes, so the log never empties (and keeps its TTL).
             state.permits.apply(Effect::ZAdd {
                 score,
                 member: &new,
             });
+            state.permits.apply(Effect::ZRem(&old));
         }
         if let Some(value) = plan.value {
             state.value.apply(Effect::Set(value.to_string().as_bytes()));

@@ -27,7 +27,10 @@ impl Drop for Server {
         let _ = self.child.wait();
         // A failing test keeps the server's directory (its log, its AOF) for a post-mortem.
         if std::thread::panicking() {
-            eprintln!("kept the failed test's server directory: {}", self.dir.display());
+            eprintln!(
+                "kept the failed test's server directory: {}",
+                self.dir.display()
+            );
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }
