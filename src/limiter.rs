@@ -131,6 +131,18 @@ pub struct Acquire {
 }
 
 impl Acquire {
+    /// Whether an entry may already be logged at the score of the grant's entry (which it then
+    /// joins): only if the newest live entry is not older. Grants in increasing milliseconds,
+    /// the usual case, skip looking.
+    pub fn may_merge(&self) -> bool {
+        match (self.append, self.newest_live) {
+            (Some(entry), Some(newest)) => newest >= entry.score,
+            _ => false,
+        }
+    }
+}
+
+impl Acquire {
     /// A request refused because clients blocked in ACQUIRE wait ahead of it: nothing written.
     pub fn waiting(wait: i64, available: i64, reset_after: i64) -> Acquire {
         Acquire {
@@ -1068,6 +1080,22 @@ mod tests {
             }
             assert!(grants.len() > 500, "P={precision}: {} grants", grants.len());
         }
+    }
+
+    #[test]
+    fn only_a_grant_scored_no_later_than_the_newest_entry_looks_for_one_to_join() {
+        let cfg = Config {
+            precision: 100,
+            ..overall(10, 1000)
+        };
+        let fresh = acquire(&cfg, None, &MemLog::default(), 1234, 1);
+        assert!(!fresh.may_merge(), "nothing logged");
+        let same_bucket = acquire(&cfg, Some(9), &MemLog::with(&[(1299, 1)]), 1250, 1);
+        assert!(same_bucket.may_merge());
+        let next_bucket = acquire(&cfg, Some(9), &MemLog::with(&[(1299, 1)]), 1300, 1);
+        assert!(!next_bucket.may_merge());
+        let exact = acquire(&overall(10, 1000), Some(9), &MemLog::with(&[(5, 1)]), 5, 1);
+        assert!(exact.may_merge(), "the same millisecond");
     }
 
     #[test]

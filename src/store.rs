@@ -392,7 +392,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         }
         state.prune(plan.prune);
         if let Some(entry) = plan.append {
-            state.log(entry)?;
+            state.log(entry, plan.may_merge())?;
         }
         if let Some(value) = plan.value {
             state.value.apply(Effect::Set(value.to_string().as_bytes()));
@@ -740,11 +740,11 @@ impl<M: OpenMode> State<'_, M> {
     /// the same id (ZREM + ZADD); otherwise a new entry gets a fresh random id. ZADD NX never
     /// overwrites a member, so an id already in the log (a 2^-128 chance) is redrawn instead of
     /// losing an acquisition.
-    fn log(&self, entry: Entry) -> Result<(), Error>
+    fn log(&self, entry: Entry, may_merge: bool) -> Result<(), Error>
     where
         M: Writable,
     {
-        if self.merge(entry) {
+        if may_merge && self.merge(entry) {
             return Ok(());
         }
         let mut rng = rand::rng();
