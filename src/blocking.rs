@@ -23,7 +23,7 @@ use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisStr
 
 use crate::clock;
 use crate::error::Error;
-use crate::key::{self, Write};
+use crate::key::{self, Read, Write};
 use crate::limiter::Outcome;
 use crate::queue::{self, QueueId, Removed, Request, TimerId, WaiterId};
 use crate::stats;
@@ -251,7 +251,7 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     select_db(ctx, removed.db);
     let request = &removed.request;
-    let hint = Limiter::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+    let hint = Limiter::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
         limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
     });
     match hint {

@@ -120,10 +120,12 @@ impl<M: OpenMode> Attempt<'_, M> {
         self.plan.append.is_some()
     }
 
-    /// The permits key of the state it acts on: two limiters whose names derive the same keys
-    /// (`a` and `{a}`) share one state.
-    pub fn state_key(&self) -> &[u8] {
-        self.state.permits.name()
+    /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
+    /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
+    pub fn shares_state_with(&self, other: &Self) -> bool {
+        let mine = [self.state.value.name(), self.state.permits.name()];
+        let theirs = [other.state.value.name(), other.state.permits.name()];
+        mine.iter().any(|key| theirs.contains(key))
     }
 }
 
@@ -239,20 +241,17 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         self.with_precision(config, &fields).map(Some)
     }
 
-    /// The configuration with its `precision` field, which must lie in `1..=interval`.
+    /// The configuration with its `precision` field: an integer >= 1, used up to the interval.
+    /// A Redisson client's setRate rewrites rate, interval and type but leaves the module's own
+    /// field, so a precision above a shortened interval is not corrupt: the interval bounds it.
     fn with_precision(&self, config: Config, fields: &Fields) -> Result<Config, Error> {
         let precision = match &fields.precision {
             Some(bytes) => args::parse_i64(bytes.as_slice())
-                .filter(|n| (1..=config.interval).contains(n))
+                .filter(|n| *n >= 1)
                 .ok_or_else(|| {
-                    Error::corrupt(
-                        self.hash.name(),
-                        format!(
-                            "field 'precision' is not an integer between 1 and the interval ({})",
-                            config.interval
-                        ),
-                    )
-                })?,
+                    Error::corrupt(self.hash.name(), "field 'precision' is not an integer >= 1")
+                })?
+                .min(config.interval),
             None => 1,
         };
         Ok(Config {
@@ -535,12 +534,24 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             state.permits.apply(Effect::ZRemNewest(plan.remove_newest));
         }
         if let Some((old, score, new)) = shrink {
-            // Added before the old one goes, so the log never empties (and keeps its TTL).
-            state.permits.apply(Effect::ZAdd {
+            // Added before the old one goes, so the log never empties (and keeps its TTL). An
+            // identical member already there (a degenerate foreign id) gets the permits kept
+            // under a fresh id instead: the old member never goes without its replacement.
+            let added = state.permits.apply(Effect::ZAdd {
                 score,
                 member: &new,
-            });
-            state.permits.apply(Effect::ZRem(&old));
+            }) || state
+                .log(
+                    Entry {
+                        score,
+                        permits: keyspace::decode_member(&new).map_or(0, |m| m.permits),
+                    },
+                    false,
+                )
+                .is_ok();
+            if added {
+                state.permits.apply(Effect::ZRem(&old));
+            }
         }
         if let Some(value) = plan.value {
             state.value.apply(Effect::Set(value.to_string().as_bytes()));

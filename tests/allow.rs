@@ -296,6 +296,8 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
     let _: () = line(&mut con, "SET {u}:bad:value x").unwrap();
     line::<i64>(&mut con, "RATELIMIT.SETRATE x 5 1000").unwrap();
     line::<i64>(&mut con, "RATELIMIT.SETRATE {x} 5 1000").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE pcx 5 1000 PER_CLIENT").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE {pcx}:value 5 1000").unwrap();
     let before = snapshot(&mut con);
     for (command, error) in [
         (
@@ -322,10 +324,15 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
             "RATELIMIT.ALLOWALL 2 {u}:a {u}:a",
             "ERR key '{u}:a' is listed more than once",
         ),
-        // `x` and `{x}` are two hashes whose names derive the same state keys.
+        // `x` and `{x}` are two hashes whose names derive the same state keys; a client id
+        // can make one name's client keys another name's keys too.
         (
             "RATELIMIT.ALLOWALL 2 x {x}",
             "ERR limiters 'x' and '{x}' share the same state keys",
+        ),
+        (
+            "RATELIMIT.ALLOWALL 2 pcx {pcx}:value CLIENT value",
+            "ERR limiters 'pcx' and '{pcx}:value' share the same state keys",
         ),
         (
             "RATELIMIT.ALLOWALL 3 {u}:a {u}:pc",

@@ -1454,7 +1454,13 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
                 while parked.load(Ordering::SeqCst) < WAITER_THREADS && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                let unloaded = line::<String>(&mut con, "MODULE UNLOAD ratelimit").is_ok();
+                // A waiter still connected could crash Redis 8.0.2 (see above): no reload then.
+                let all_parked = parked.load(Ordering::SeqCst) == WAITER_THREADS;
+                if !all_parked {
+                    *operations.entry("reload skipped").or_default() += 1;
+                }
+                let unloaded =
+                    all_parked && line::<String>(&mut con, "MODULE UNLOAD ratelimit").is_ok();
                 hold.store(false, Ordering::Relaxed);
                 if unloaded {
                     let loaded: String = redis::cmd("MODULE")

@@ -106,7 +106,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     for (i, attempt) in attempts.iter().enumerate() {
         if let Some(j) = attempts[..i]
             .iter()
-            .position(|other| other.state_key() == attempt.state_key())
+            .position(|other| other.shares_state_with(attempt))
         {
             return Err(Error::SharedState {
                 first: request.keys[j].to_vec(),
