@@ -1,9 +1,13 @@
 //! ratelimit: Redisson's `RRateLimiter` as native Redis commands.
 //!
 //! Layers, each importing only the ones below it:
-//! `lib.rs` (registration) -> `commands/` (a file per command) -> `store` (the limiter's keys) ->
-//! `key` (raw key API, replicates every write) / `limiter` (the pure sliding log) /
-//! `keyspace` (names and member bytes) -> `args`, `error`, `clock`.
+//! `lib.rs` (registration: creates each command from its `commands::*::DOC`) -> `commands/` (a
+//! file per command: parse, call the store, shape the reply) -> `blocking` (serving clients
+//! blocked in ACQUIRE) -> `store` (the limiter's keys: open, check, decide, apply) -> `key` (raw
+//! key access; `Key::apply` is the one place writes are made, replicated and notified) /
+//! `migration` (slot-migration checks in cluster mode) / `limiter` (the pure sliding log) /
+//! `keyspace` (names and member bytes) / `queue` (the waiters' bookkeeping) / `stats` (INFO
+//! counters) -> `args`, `error`, `clock`.
 
 // Public only so that the fuzz targets (fuzz/) can reach the parsers and the member decoder.
 pub mod args;
