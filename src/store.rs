@@ -387,7 +387,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             attempt.plan.without_grant(*now, config.interval)
         };
         if let Some(creation) = created {
-            self.create(creation);
+            self.create(creation)?;
         }
         state.prune(plan.prune);
         if let Some(entry) = plan.append {
@@ -422,31 +422,23 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         })
     }
 
-    /// Writes the hash of a limiter created on first use, as SETRATE NX does.
-    fn create(&self, creation: &Creation)
+    /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
+    fn create(&self, creation: &Creation) -> Result<(), Error>
     where
         M: Writable,
     {
-        let rate = creation.rate.to_string();
-        let interval = creation.interval.to_string();
-        let keep_alive = creation.keep_alive.to_string();
-        self.hash.apply(Effect::HSet(&[
-            (keyspace::FIELD_RATE, rate.as_bytes()),
-            (keyspace::FIELD_INTERVAL, interval.as_bytes()),
-            (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
-            (keyspace::FIELD_TYPE, type_field(creation.mode)),
-        ]));
-        if creation.precision != 1 {
-            let precision = creation.precision.to_string();
-            self.hash.apply(Effect::HSet(&[(
-                keyspace::FIELD_PRECISION,
-                precision.as_bytes(),
-            )]));
-        }
-        if creation.keep_alive > 0 {
-            self.hash
-                .apply(Effect::PExpireAt(expiry_in(creation.keep_alive)));
-        }
+        let change = RateChange {
+            rate: creation.rate,
+            interval: creation.interval,
+            mode: creation.mode,
+            keep_alive: creation.keep_alive,
+            precision: creation.precision,
+            condition: Some(Condition::IfAbsent),
+            keep_state: false,
+            client: None,
+        };
+        // NX reads no clock and touches no state.
+        self.set_rate(&change, 0).map(|_| ())
     }
 
     /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).

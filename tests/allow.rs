@@ -426,13 +426,10 @@ fn allow_and_allowall_never_admit_more_than_the_rate_in_any_window() {
         }
         granted += 1;
         for (name, rate, interval) in limits {
-            let in_window: u32 = log_entries(&mut con, &format!("{{{name}}}:permits"))
-                .iter()
-                .filter(|(_, score)| *score > now - interval && *score <= now)
-                .map(|(member, _)| member_permits(member))
-                .sum();
+            let in_window =
+                permits_in_window(&mut con, &format!("{{{name}}}:permits"), now, interval);
             assert!(
-                i64::from(in_window) <= rate,
+                in_window <= rate,
                 "{name}: {in_window} in a window of rate {rate}"
             );
         }

@@ -630,13 +630,9 @@ fn rates_changed_with_keepstate_under_load_never_over_admit() {
             continue;
         }
         grants += 1;
-        let in_window: u32 = log_entries(&mut con, "{load}:permits")
-            .iter()
-            .filter(|(_, score)| *score > now - interval && *score <= now)
-            .map(|(member, _)| member_permits(member))
-            .sum();
+        let in_window = permits_in_window(&mut con, "{load}:permits", now, interval);
         assert!(
-            i64::from(in_window) <= rate,
+            in_window <= rate,
             "step {step}: {in_window} permits in the {interval} ms window at rate {rate}"
         );
     }

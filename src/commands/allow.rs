@@ -5,13 +5,8 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
-use super::{byte_args, parse_acquisition, reply_verdict, Acquisition};
-use crate::clock;
+use super::{acquire_now, byte_args, parse_acquisition, reply_verdict, Acquisition};
 use crate::error::Error;
-use crate::key::Write;
-use crate::limiter::Outcome;
-use crate::stats;
-use crate::store::{Limiter, Turn};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.allow",
@@ -36,19 +31,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let args = byte_args(&args);
     let request = parse(&args)?;
-    let now = clock::now_ms();
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
-    let verdict = limiter.try_acquire(
-        request.client,
-        request.permits,
-        now,
-        Turn::BehindWaiters,
-        request.create.as_ref(),
-    )?;
-    stats::add(match verdict.outcome {
-        Outcome::Acquired => &stats::ACQUIRED,
-        Outcome::Wait(_) => &stats::REFUSED,
-    });
+    let verdict = acquire_now(ctx, &request)?;
     reply_verdict(ctx, &verdict, None);
     Ok(RedisValue::NoReply)
 }

@@ -105,28 +105,31 @@ impl Arg {
 pub const KEY: Arg = Arg::new(c"key", Kind::Key);
 /// `[CLIENT id]`.
 pub const CLIENT: Arg = Arg::new(c"id", Kind::String).after(c"CLIENT").optional();
+/// `rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`: a limiter's configuration,
+/// as SETRATE takes it and as `RATE` creates a limiter on first use.
+pub const RATE_ARGS: [Arg; 2] = [
+    Arg::new(c"rate", Kind::Integer),
+    Arg::new(c"interval", Kind::Integer),
+];
+pub const MODE: Arg = Arg::new(
+    c"mode",
+    Kind::OneOf(&[
+        Arg::token(c"overall", c"OVERALL"),
+        Arg::token(c"per_client", c"PER_CLIENT"),
+    ]),
+)
+.optional();
+pub const KEEPALIVE: Arg = Arg::new(c"ms", Kind::Integer)
+    .after(c"KEEPALIVE")
+    .optional();
+pub const PRECISION: Arg = Arg::new(c"precision", Kind::Integer)
+    .after(c"PRECISION")
+    .optional();
 /// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: create on first
 /// use.
 pub const RATE: Arg = Arg::new(
     c"create",
-    Kind::Block(&[
-        Arg::new(c"rate", Kind::Integer),
-        Arg::new(c"interval", Kind::Integer),
-        Arg::new(
-            c"mode",
-            Kind::OneOf(&[
-                Arg::token(c"overall", c"OVERALL"),
-                Arg::token(c"per_client", c"PER_CLIENT"),
-            ]),
-        )
-        .optional(),
-        Arg::new(c"ms", Kind::Integer)
-            .after(c"KEEPALIVE")
-            .optional(),
-        Arg::new(c"precision", Kind::Integer)
-            .after(c"PRECISION")
-            .optional(),
-    ]),
+    Kind::Block(&[RATE_ARGS[0], RATE_ARGS[1], MODE, KEEPALIVE, PRECISION]),
 )
 .after(c"RATE")
 .optional();

@@ -19,9 +19,12 @@ use std::os::raw::{c_char, c_long};
 use redis_module::{raw, Context, RedisString, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
+use crate::clock;
 use crate::error::Error;
+use crate::key::Write;
 use crate::limiter::{Mode, Outcome};
-use crate::store::{Creation, Verdict};
+use crate::stats;
+use crate::store::{Creation, Limiter, Turn, Verdict};
 
 /// A command's arguments as bytes, without the command name; binary-safe.
 fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
@@ -120,6 +123,24 @@ pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Er
         client: options.client,
         create: options.create,
     })
+}
+
+/// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
+/// `INFO ratelimit`.
+fn acquire_now(ctx: &Context, request: &Acquisition<'_>) -> Result<Verdict, Error> {
+    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let verdict = limiter.try_acquire(
+        request.client,
+        request.permits,
+        clock::now_ms(),
+        Turn::BehindWaiters,
+        request.create.as_ref(),
+    )?;
+    stats::add(match verdict.outcome {
+        Outcome::Acquired => &stats::ACQUIRED,
+        Outcome::Wait(_) => &stats::REFUSED,
+    });
+    Ok(verdict)
 }
 
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:

@@ -5,7 +5,9 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::byte_args;
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{
+    Arg, Doc, Keys, Kind, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
+};
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::blocking;
 use crate::clock;
@@ -24,20 +26,11 @@ pub const DOC: Doc = Doc {
     key: Keys::First(UPDATE),
     args: &[
         KEY,
-        Arg::new(c"rate", Kind::Integer),
-        Arg::new(c"interval", Kind::Integer),
-        Arg::new(
-            c"mode",
-            Kind::OneOf(&[
-                Arg::token(c"overall", c"OVERALL"),
-                Arg::token(c"per_client", c"PER_CLIENT"),
-            ]),
-        )
-        .optional(),
-        Arg::new(c"ms", Kind::Integer).after(c"KEEPALIVE").optional(),
-        Arg::new(c"precision", Kind::Integer)
-            .after(c"PRECISION")
-            .optional(),
+        RATE_ARGS[0],
+        RATE_ARGS[1],
+        MODE,
+        KEEPALIVE,
+        PRECISION,
         Arg::new(
             c"condition",
             Kind::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),

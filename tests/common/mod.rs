@@ -340,6 +340,15 @@ pub fn available(con: &mut Connection, name: &str) -> i64 {
     line(con, &format!("RATELIMIT.AVAILABLE {name}")).expect("AVAILABLE")
 }
 
+/// The permits a log holds with a score in the window `(now - interval, now]`.
+pub fn permits_in_window(con: &mut Connection, log: &str, now: i64, interval: i64) -> i64 {
+    log_entries(con, log)
+        .iter()
+        .filter(|(_, score)| *score > now - interval && *score <= now)
+        .map(|(member, _)| i64::from(member_permits(member)))
+        .sum()
+}
+
 /// The server's own clock in unix ms (TTLs run on it, not on the module's debug clock).
 pub fn server_ms(con: &mut Connection) -> i64 {
     let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).expect("TIME");
