@@ -4,7 +4,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
+use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, byte_args, parse_acquisition, reply_verdict, Acquisition};
 use crate::error::Error;
 
@@ -16,12 +16,7 @@ pub const DOC: Doc = Doc {
     flags: c"write deny-oom",
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
-    args: &[
-        KEY,
-        Arg::new(c"permits", Kind::Integer).optional(),
-        CLIENT,
-        RATE,
-    ],
+    args: &ACQUISITION_ARGS,
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {

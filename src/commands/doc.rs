@@ -125,6 +125,13 @@ pub const KEEPALIVE: Arg = Arg::new(c"ms", Kind::Integer)
 pub const PRECISION: Arg = Arg::new(c"precision", Kind::Integer)
     .after(c"PRECISION")
     .optional();
+/// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
+pub const ACQUISITION_ARGS: [Arg; 4] = [
+    KEY,
+    Arg::new(c"permits", Kind::Integer).optional(),
+    CLIENT,
+    RATE,
+];
 /// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: create on first
 /// use.
 pub const RATE: Arg = Arg::new(
