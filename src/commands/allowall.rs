@@ -103,14 +103,16 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         })
         .collect::<Result<Vec<_>, Error>>()?;
     // Names that derive the same keys (`a` and `{a}`) would take from one state twice.
-    for (i, attempt) in attempts.iter().enumerate() {
-        if let Some(j) = attempts[..i]
-            .iter()
-            .position(|other| other.shares_state_with(attempt))
+    let named: Vec<_> = attempts.iter().zip(&request.keys).collect();
+    for (i, &(attempt, &second)) in named.iter().enumerate() {
+        let earlier = named.iter().take(i);
+        if let Some(&(_, &first)) = earlier
+            .into_iter()
+            .find(|(other, _)| other.shares_state_with(attempt))
         {
             return Err(Error::SharedState {
-                first: request.keys[j].to_vec(),
-                second: request.keys[i].to_vec(),
+                first: first.to_vec(),
+                second: second.to_vec(),
             }
             .into());
         }
