@@ -338,6 +338,19 @@ impl<M: Writable> Key<'_, M> {
                     && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
                     .then_some(Done::Plain)
             }
+            Effect::ZRescore { score, member } => {
+                let element = RedisString::create_from_slice(self.ctx.ctx, member);
+                let mut flags: c_int = raw::REDISMODULE_ZADD_XX as c_int;
+                // SAFETY: key opened for writing; XX only updates a member already there.
+                let status = unsafe {
+                    call(raw::RedisModule_ZsetAdd, |f| {
+                        f(self.ptr, score as f64, element.inner, &mut flags)
+                    })
+                };
+                (status == Some(raw::REDISMODULE_OK as c_int)
+                    && flags & raw::REDISMODULE_ZADD_UPDATED as c_int != 0)
+                    .then_some(Done::Plain)
+            }
             Effect::ZRem(member) => self
                 .remove_member(&RedisString::create_from_slice(self.ctx.ctx, member))
                 .then_some(Done::Plain),
@@ -464,6 +477,22 @@ impl<M: Writable> Key<'_, M> {
                     );
                 }
             },
+            (Effect::ZRescore { score, member }, _) =>
+            // SAFETY: "sclb" = key, C string, long long, (buffer, length).
+            unsafe {
+                if let Some(replicate) = raw::RedisModule_Replicate {
+                    replicate(
+                        self.ctx.ctx,
+                        c"ZADD".as_ptr(),
+                        c"sclb".as_ptr(),
+                        self.name.inner,
+                        c"XX".as_ptr(),
+                        score,
+                        member.as_ptr().cast::<c_char>(),
+                        member.len(),
+                    );
+                }
+            },
             (Effect::ZRemRangeByScore(cutoff), _) =>
             // SAFETY: "scl" = key, C string, long long.
             unsafe {
@@ -558,6 +587,8 @@ pub enum Effect<'a> {
     HDel(&'a CStr),
     /// `ZADD key score member`, only if the member is not there yet.
     ZAdd { score: i64, member: &'a [u8] },
+    /// `ZADD key XX score member`: a member already logged moves to a new score.
+    ZRescore { score: i64, member: &'a [u8] },
     /// `ZREM key member`.
     ZRem(&'a [u8]),
     /// `ZREMRANGEBYSCORE key -inf cutoff`.
@@ -580,7 +611,9 @@ impl Effect<'_> {
             Effect::Set(_) => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
             Effect::HSet(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hset"),
             Effect::HDel(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hdel"),
-            Effect::ZAdd { .. } => (raw::REDISMODULE_NOTIFY_ZSET, c"zadd"),
+            Effect::ZAdd { .. } | Effect::ZRescore { .. } => {
+                (raw::REDISMODULE_NOTIFY_ZSET, c"zadd")
+            }
             Effect::ZRem(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zrem"),
             Effect::ZRemRangeByScore(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore"),
             Effect::ZRemNewest(_) => (raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank"),

@@ -114,6 +114,16 @@ pub fn encode_member(id: &[u8; ID_LEN], permits: u32) -> [u8; MEMBER_LEN] {
     out
 }
 
+/// A member exactly as [`encode_member`] writes one of `permits`, as a fixed array; `None` for
+/// any other layout or count. A grant may take such an expired entry over (see the store's
+/// `recycle`): what it logs is then byte for byte what a fresh entry would be, but for the id.
+pub fn fresh_layout(member: &[u8], permits: u32) -> Option<[u8; MEMBER_LEN]> {
+    let bytes: [u8; MEMBER_LEN] = member.try_into().ok()?;
+    let (head, tail) = bytes.split_at(1 + ID_LEN);
+    (head.first() == Some(&(ID_LEN as u8)) && LittleEndian::read_u32(tail) == permits)
+        .then_some(bytes)
+}
+
 /// Re-encodes a member with another permit count, keeping its id, in the 3.17+ layout whatever
 /// layout it came in. Used when a release splits an entry. `None` for an id over 255 bytes (only
 /// a 3.16.4-3.16.8 member can have one; Redisson's were 8 bytes), which a length byte can't say.

@@ -389,9 +389,19 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         if let Some(creation) = created {
             self.create(creation)?;
         }
-        state.prune(plan.prune);
-        if let Some(entry) = plan.append {
-            state.log(entry, plan.may_merge())?;
+        match (plan.prune, plan.append) {
+            (Prune::UpTo(cutoff), Some(entry))
+                if !plan.may_merge() && state.recycle(cutoff, entry) =>
+            {
+                // Whatever else expired (none, in a steady window) goes as usual.
+                state.prune(plan.prune);
+            }
+            (prune, append) => {
+                state.prune(prune);
+                if let Some(entry) = append {
+                    state.log(entry, plan.may_merge())?;
+                }
+            }
         }
         if let Some(value) = plan.value {
             state.value.apply(Effect::Set(value.to_string().as_bytes()));
@@ -806,6 +816,34 @@ impl<M: OpenMode> State<'_, M> {
         }
         self.permits.apply(Effect::ZRem(&old));
         true
+    }
+
+    /// Logs `entry` by moving the oldest expired entry to its score (one `ZADD XX`) instead of
+    /// pruning that entry and adding a fresh one (`ZREMRANGEBYSCORE` + `ZADD`): only when that
+    /// entry holds exactly `entry`'s permits in the layout a fresh one would have, so the log
+    /// reads the same to everyone (ids only keep entries apart, and an expired id is free). A
+    /// steady limiter, where each grant replaces one expired grant, then makes one write per
+    /// grant. False if nothing was moved; the caller then logs as usual.
+    fn recycle(&self, cutoff: i64, entry: Entry) -> bool
+    where
+        M: Writable,
+    {
+        if entry.score <= cutoff {
+            return false;
+        }
+        let mut oldest = None;
+        let _ = self
+            .permits
+            .zscan::<()>(Span::UpTo(cutoff), Order::OldestFirst, |_, member| {
+                oldest = keyspace::fresh_layout(member, entry.permits);
+                Ok(ControlFlow::Break(()))
+            });
+        oldest.is_some_and(|member| {
+            self.permits.apply(Effect::ZRescore {
+                score: entry.score,
+                member: &member,
+            })
+        })
     }
 
     /// Removes what a plan prunes: expired entries, or the whole log in O(1).

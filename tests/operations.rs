@@ -361,12 +361,13 @@ fn every_write_fires_the_keyspace_event_of_the_equivalent_command() {
         "RATELIMIT.DEBUG ADVANCE 500",
         "RATELIMIT.TRYACQUIRE ev 1",
         "RATELIMIT.DEBUG ADVANCE 600",
-        // The entry of T0 expires: pruned by score.
-        "RATELIMIT.TRYACQUIRE ev 2",
-        // The newest entry (2 permits) is split: ZREM + ZADD.
+        // The entry of T0 (2 permits) expires; a grant of 3 cannot take it over, so it is
+        // pruned by score.
+        "RATELIMIT.TRYACQUIRE ev 3",
+        // The newest entry (3 permits) is split: ZREM + ZADD.
         "RATELIMIT.RELEASE ev 1",
         // The newest entry goes whole: a rank range.
-        "RATELIMIT.RELEASE ev 1",
+        "RATELIMIT.RELEASE ev 2",
         "RATELIMIT.DEBUG ADVANCE 5000",
         // Every entry has expired: the log is unlinked, then a new one is made.
         "RATELIMIT.TRYACQUIRE ev 1",

@@ -441,6 +441,82 @@ fn thousands_of_mixed_writes_leave_master_and_both_replicas_identical() {
     );
 }
 
+/// Members of a permits zset with their scores, oldest first.
+fn log_entries(con: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .unwrap()
+}
+
+/// `calls` of a command in the server's INFO commandstats (0 if it never ran).
+fn command_calls(con: &mut Connection, command: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_grant_that_replaces_an_expired_grant_of_as_many_permits_takes_over_its_entry() {
+    let master = Server::start_with(&["debug-commands", "yes"], &[]);
+    let replica = Server::start_replica(&master, false);
+    let mut con = master.conn();
+    read_timeout(&con);
+    set_clock(&mut con, T0);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 3 1000").unwrap();
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    advance(&mut con, 10);
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    let before = log_entries(&mut con, "{api}:permits");
+    let [(first, t0), (second, t10)] = [before[0].clone(), before[1].clone()];
+    assert_eq!((t0, t10), (T0, T0 + 10));
+    wait_replicas(&mut con, 1);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut replica.conn())
+        .unwrap();
+
+    // The entry of T0 has expired: the grant moves it, bytes unchanged, to its own score.
+    advance(&mut con, 990);
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(
+        log_entries(&mut con, "{api}:permits"),
+        vec![(second.clone(), T0 + 10), (first.clone(), T0 + 1000)]
+    );
+    assert_eq!(line::<String>(&mut con, "GET {api}:value").unwrap(), "1");
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.AVAILABLE api").unwrap(), 1);
+    wait_replicas(&mut con, 1);
+    let mut plain = replica.conn();
+    assert_eq!(command_calls(&mut plain, "zadd"), 1);
+    assert_eq!(command_calls(&mut plain, "zremrangebyscore"), 0);
+    assert_eq!(command_calls(&mut plain, "set"), 0);
+
+    // The entry of T0 + 10 has expired, but a grant of 2 cannot take over an entry of 1: it
+    // is pruned by score and a fresh entry logs the 2 permits.
+    advance(&mut con, 20);
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    let after = log_entries(&mut con, "{api}:permits");
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0], (first.clone(), T0 + 1000));
+    assert_eq!(after[1].1, T0 + 1020);
+    assert!(after[1].0 != first && after[1].0 != second);
+    assert_eq!(line::<String>(&mut con, "GET {api}:value").unwrap(), "0");
+    wait_replicas(&mut con, 1);
+    assert_eq!(command_calls(&mut plain, "zremrangebyscore"), 1);
+    assert_eq!(command_calls(&mut plain, "zadd"), 2);
+    assert_same_dataset(
+        "replica without the module",
+        &snapshot(&mut con),
+        &snapshot(&mut plain),
+    );
+}
+
 #[test]
 fn a_refusal_with_nothing_to_refresh_replicates_nothing() {
     // No replication PING for a minute: the offset moves only with writes.
