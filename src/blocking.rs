@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::clock;
+use crate::config_cache;
 use crate::error::Error;
 use crate::key::{self, Read, Write};
 use crate::limiter::Outcome;
@@ -413,26 +414,52 @@ fn watch_keyspace(ctx: &Context) {
         | raw::REDISMODULE_NOTIFY_ZSET
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    // SAFETY: a module context; the callbacks only read and set timers.
+    // SAFETY: a module context; the callback only reads and sets timers.
     unsafe {
         if let Some(subscribe) = raw::RedisModule_SubscribeToKeyspaceEvents {
             subscribe(ctx.ctx, types, Some(keyspace_event));
         }
-        // FLUSHALL / FLUSHDB delete keys without a per-key event.
-        if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
-            let flush = raw::RedisModuleEvent {
-                id: raw::REDISMODULE_EVENT_FLUSHDB,
-                dataver: 1,
-            };
-            subscribe(ctx.ctx, flush, Some(flushed));
-            // SWAPDB exchanges whole databases without a per-key event.
-            let swap = raw::RedisModuleEvent {
-                id: raw::REDISMODULE_EVENT_SWAPDB,
-                dataver: 1,
-            };
-            subscribe(ctx.ctx, swap, Some(swapped));
+    }
+}
+
+/// Subscribes at load to the server events that change whole databases without a per-key
+/// event: they forget every kept configuration and wake every waiter. They are rare, so every
+/// server pays nothing for them. An event the server does not know is refused, harmlessly.
+pub fn watch_server_events(ctx: &Context) {
+    let events: [(u64, Callback); 5] = [
+        (raw::REDISMODULE_EVENT_FLUSHDB, flushed),
+        // SWAPDB exchanges whole databases.
+        (raw::REDISMODULE_EVENT_SWAPDB, swapped),
+        // A dataset loaded (DEBUG RELOAD, a replica's full sync), or swapped in by an
+        // asynchronous load, or keys trimmed after a slot migration (Redis 8.2+).
+        (raw::REDISMODULE_EVENT_LOADING, replaced),
+        (raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, replaced),
+        (raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM, replaced),
+    ];
+    for (id, callback) in events {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: a module context at load; the callbacks only forget and set timers.
+        unsafe {
+            if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
+                subscribe(ctx.ctx, event, Some(callback));
+            }
         }
     }
+}
+
+/// A server event callback.
+type Callback =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+/// Keys were replaced without a per-key event: what was kept of their configurations is not
+/// known to hold any more.
+unsafe extern "C" fn replaced(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    config_cache::forget_all();
 }
 
 /// A FLUSHALL or FLUSHDB finished: every waiter's limiter may be gone.
@@ -442,6 +469,7 @@ unsafe extern "C" fn flushed(
     subevent: u64,
     _data: *mut c_void,
 ) {
+    config_cache::forget_all();
     if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
         nudge_all(&Context::new(ctx));
     }
@@ -454,6 +482,7 @@ unsafe extern "C" fn swapped(
     _subevent: u64,
     _data: *mut c_void,
 ) {
+    config_cache::forget_all();
     nudge_all(&Context::new(ctx));
 }
 

@@ -238,6 +238,26 @@ impl<'c, M: OpenMode> Key<'c, M> {
         unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
     }
 
+    /// The number of fields of a hash (0 if missing or of another type). O(1).
+    pub fn hash_len(&self) -> usize {
+        if self.kind() != Kind::Hash {
+            return 0;
+        }
+        // SAFETY: ValueLength accepts any open key.
+        unsafe { call(raw::RedisModule_ValueLength, |f| f(self.ptr)) }.unwrap_or(0)
+    }
+
+    /// Whether a hash has a field with a TTL of its own (Redis 7.4+ `HEXPIRE`); false where the
+    /// server has no field TTLs.
+    pub fn has_field_ttls(&self) -> bool {
+        if self.kind() != Kind::Hash {
+            return false;
+        }
+        // SAFETY: HashFieldMinExpire accepts an open hash key.
+        let min = unsafe { call(raw::RedisModule_HashFieldMinExpire, |f| f(self.ptr)) };
+        min.is_some_and(|at| at != raw::REDISMODULE_NO_EXPIRE as i64)
+    }
+
     /// Remaining TTL in ms, or None when the key has none (or does not exist).
     pub fn ttl_ms(&self) -> Option<i64> {
         // SAFETY: GetExpire accepts any open key.

@@ -14,6 +14,7 @@ pub mod args;
 mod blocking;
 mod clock;
 pub mod commands;
+mod config_cache;
 pub mod error;
 mod key;
 pub mod keyspace;
@@ -100,6 +101,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     stats::reset();
     blocking::reset();
+    store::reset();
     clock::unfreeze();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {
@@ -116,6 +118,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     } else {
         None
     };
+    blocking::watch_server_events(ctx);
     // Where the category exists already (a reload), commands are still put in it.
     let _ = commands::doc::add_category(ctx);
     for (doc, handler) in COMMANDS.into_iter().chain(debug) {

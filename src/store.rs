@@ -2,13 +2,17 @@
 //! log, and applying the plans of [`crate::limiter`] with the TTL rule. Writes go through
 //! [`Key`], which replicates each of them as its effect.
 
+use std::ffi::CStr;
 use std::ops::ControlFlow;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rand::RngCore;
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
 use crate::args;
 use crate::clock;
+use crate::config_cache;
 use crate::error::Error;
 use crate::key::{Access, Effect, FieldName, Key, Kind, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
@@ -197,11 +201,26 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         Ok(State { value, permits })
     }
 
-    /// The configuration; `None` if the limiter does not exist.
+    /// The configuration; `None` if the limiter does not exist. Kept once read (see
+    /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {
         if !self.hash.exists() {
             return Ok(None);
         }
+        let fields = self.hash.hash_len();
+        if let Some(config) = config_cache::lookup(self.db, &self.name, fields) {
+            return Ok(Some(config));
+        }
+        let config = self.read_config()?;
+        // A field with a TTL of its own can expire with no event until the server deletes it.
+        if !self.hash.has_field_ttls() && watch_hashes(self.ctx) {
+            config_cache::remember(self.db, &self.name, fields, config);
+        }
+        Ok(Some(config))
+    }
+
+    /// The configuration decoded from the hash, which exists.
+    fn read_config(&self) -> Result<Config, Error> {
         let fields = self.fields();
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
@@ -238,7 +257,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             },
             precision: 1,
         };
-        self.with_precision(config, &fields).map(Some)
+        self.with_precision(config, &fields)
     }
 
     /// The configuration with its `precision` field: an integer >= 1, used up to the interval.
@@ -1037,6 +1056,55 @@ fn mode_of(kind: &[u8]) -> Mode {
     } else {
         Mode::Overall
     }
+}
+
+/// Whether this load of the module has subscribed to the keyspace events that forget a kept
+/// configuration.
+static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
+
+/// Subscribes, once per load, to the events that change a hash or a key as a whole, which
+/// forget the configuration kept for it: before the first configuration is kept, so a server
+/// whose limiters are never read twice pays nothing for them. False if the server refused.
+fn watch_hashes(ctx: &Context) -> bool {
+    if WATCHING_HASHES.load(Ordering::Relaxed) {
+        return true;
+    }
+    let types = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_HASH
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    // SAFETY: a command context; the callback only reads the key name and the selected db.
+    let subscribed = unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents
+            .map(|subscribe| subscribe(ctx.ctx, types, Some(hash_event)))
+    } == Some(raw::REDISMODULE_OK as c_int);
+    WATCHING_HASHES.store(subscribed, Ordering::Relaxed);
+    subscribed
+}
+
+/// Forgets, from a new load on, that an earlier load subscribed.
+pub fn reset() {
+    WATCHING_HASHES.store(false, Ordering::Relaxed);
+    config_cache::forget_all();
+}
+
+/// A key changed: the configuration kept for it, if it is a limiter's hash, is no longer known.
+extern "C" fn hash_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    if key.is_null() || event.is_null() {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    // SAFETY: the server passes the event's name as a C string, live during the call.
+    let event = unsafe { CStr::from_ptr(event) };
+    if !config_cache::keeps_config(event.to_bytes()) {
+        let name = RedisString::string_as_slice(key);
+        config_cache::forget(selected_db(&Context::new(ctx)), name);
+    }
+    raw::REDISMODULE_OK as c_int
 }
 
 /// The database the context has selected.

@@ -441,17 +441,6 @@ fn thousands_of_mixed_writes_leave_master_and_both_replicas_identical() {
     );
 }
 
-/// Members of a permits zset with their scores, oldest first.
-fn log_entries(con: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
-    redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(con)
-        .unwrap()
-}
-
 /// `calls` of a command in the server's INFO commandstats (0 if it never ran).
 fn command_calls(con: &mut Connection, command: &str) -> i64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();

@@ -1,0 +1,180 @@
+//! The module keeps a limiter's configuration once read (docs/performance.md, "What a call
+//! costs"). Every way a limiter's hash can change must reach the next call: each case here warms
+//! that memory with two reads, changes the hash without the module, and checks the next call
+//! sees the new configuration. A limiter with an empty log has exactly its rate available.
+
+mod common;
+
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+
+/// The rate the module sees for a limiter with an empty log, read twice so the second read is
+/// answered from what the first kept.
+fn seen_rate(con: &mut Connection, name: &str) -> i64 {
+    let first = available(con, name);
+    assert_eq!(available(con, name), first, "a second read disagreed");
+    first
+}
+
+fn run_line(con: &mut Connection, text: &str) {
+    line::<Value>(con, text).unwrap_or_else(|e| panic!("{text}: {e}"));
+}
+
+fn select(con: &mut Connection, db: i64) {
+    run_line(con, &format!("SELECT {db}"));
+}
+
+#[test]
+fn every_change_to_a_limiter_hash_reaches_the_next_call() {
+    let server = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--enable-debug-command", "yes"],
+    );
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+
+    // Plain hash commands, as a script, in a transaction.
+    run_line(&mut con, "HSET api rate 6");
+    assert_eq!(seen_rate(&mut con, "api"), 6);
+    run_line(&mut con, "HINCRBY api rate 1");
+    assert_eq!(seen_rate(&mut con, "api"), 7);
+    let _: Value = redis::cmd("EVAL")
+        .arg("redis.call('hset', KEYS[1], 'rate', ARGV[1], 'interval', ARGV[2], 'type', '0')")
+        .arg(1)
+        .arg("api")
+        .arg(8)
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(seen_rate(&mut con, "api"), 8);
+    run_line(&mut con, "MULTI");
+    run_line(&mut con, "HSET api rate 9");
+    run_line(&mut con, "EXEC");
+    assert_eq!(seen_rate(&mut con, "api"), 9);
+    // The module's own SETRATE.
+    run_line(&mut con, "RATELIMIT.SETRATE api 10 1000");
+    assert_eq!(seen_rate(&mut con, "api"), 10);
+    // A field removed: the limiter is not initialized any more.
+    run_line(&mut con, "HDEL api rate");
+    assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+    run_line(&mut con, "HSET api rate 10");
+    assert_eq!(seen_rate(&mut con, "api"), 10);
+
+    // The hash deleted and made again by hand; replaced by RENAME, COPY and RESTORE.
+    run_line(&mut con, "DEL api");
+    run_line(&mut con, "HSET api rate 11 interval 1000 type 0");
+    assert_eq!(seen_rate(&mut con, "api"), 11);
+    run_line(&mut con, "RATELIMIT.SETRATE other 12 1000");
+    run_line(&mut con, "RENAME other api");
+    assert_eq!(seen_rate(&mut con, "api"), 12);
+    run_line(&mut con, "RATELIMIT.SETRATE other 13 1000");
+    run_line(&mut con, "COPY other api REPLACE");
+    assert_eq!(seen_rate(&mut con, "api"), 13);
+    run_line(&mut con, "RATELIMIT.SETRATE other 14 1000");
+    let payload = dump(&mut con, "other").unwrap();
+    let _: String = redis::cmd("RESTORE")
+        .arg("api")
+        .arg(0)
+        .arg(payload)
+        .arg("REPLACE")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(seen_rate(&mut con, "api"), 14);
+
+    // Expired and made again.
+    run_line(&mut con, "PEXPIRE api 1");
+    while exists(&mut con, "api") {
+        thread::sleep(Duration::from_millis(2));
+    }
+    run_line(&mut con, "HSET api rate 15 interval 1000 type 0");
+    assert_eq!(seen_rate(&mut con, "api"), 15);
+
+    // Databases: each has its own; MOVE and SWAPDB exchange them.
+    // (Same fields as db 0's, so only the event can tell them apart.)
+    select(&mut con, 1);
+    run_line(&mut con, "HSET api rate 16 interval 1000 type 0");
+    assert_eq!(seen_rate(&mut con, "api"), 16);
+    select(&mut con, 0);
+    assert_eq!(seen_rate(&mut con, "api"), 15);
+    run_line(&mut con, "SWAPDB 0 1");
+    assert_eq!(seen_rate(&mut con, "api"), 16);
+    select(&mut con, 1);
+    assert_eq!(seen_rate(&mut con, "api"), 15);
+    run_line(&mut con, "DEL api");
+    select(&mut con, 0);
+    run_line(&mut con, "MOVE api 1");
+    assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+    select(&mut con, 1);
+    assert_eq!(seen_rate(&mut con, "api"), 16);
+    select(&mut con, 0);
+
+    // A dataset loaded from disk replaces the hash without a per-key event.
+    run_line(&mut con, "RATELIMIT.SETRATE api 17 1000");
+    run_line(&mut con, "SAVE");
+    run_line(&mut con, "HSET api rate 18");
+    assert_eq!(seen_rate(&mut con, "api"), 18);
+    run_line(&mut con, "DEBUG RELOAD NOSAVE");
+    assert_eq!(seen_rate(&mut con, "api"), 17);
+    // So does FLUSHALL, without a per-key event; nothing is left to read.
+    run_line(&mut con, "FLUSHALL");
+    assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+
+    // TRYACQUIRE acts on what it sees: an interval shortened by hand frees a permit sooner.
+    run_line(&mut con, "RATELIMIT.SETRATE api 1 1000");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    advance(&mut con, 500);
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(500));
+    run_line(&mut con, "HSET api interval 400");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+}
+
+#[test]
+fn a_replica_sees_the_changes_its_master_makes() {
+    let master = Server::start();
+    let replica = Server::start_replica(&master, true);
+    let mut con = master.conn();
+    let mut on_replica = replica.conn();
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
+    wait_replicas(&mut con, 1);
+    assert_eq!(seen_rate(&mut on_replica, "api"), 5);
+    run_line(&mut con, "HSET api rate 6");
+    wait_replicas(&mut con, 1);
+    assert_eq!(seen_rate(&mut on_replica, "api"), 6);
+    run_line(&mut con, "DEL api");
+    run_line(&mut con, "HSET api rate 7 interval 1000 type 0");
+    wait_replicas(&mut con, 1);
+    assert_eq!(seen_rate(&mut on_replica, "api"), 7);
+}
+
+/// Redis 7.4+ can give a hash field a TTL of its own (HPEXPIRE). A field is seen gone as soon
+/// as its TTL passes, even while the server has not deleted it yet.
+#[test]
+fn a_hash_field_that_expires_is_seen_gone() {
+    let server = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--enable-debug-command", "yes"],
+    );
+    let mut con = server.conn();
+    let supported: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("HPEXPIRE")
+        .query(&mut con)
+        .unwrap();
+    if matches!(&supported, Value::Array(items) if items.iter().all(|v| *v == Value::Nil)) {
+        eprintln!("no HPEXPIRE on this server: nothing to check");
+        return;
+    }
+    // The server's own expiry cycle would delete the field (and say so): turn it off, so only
+    // the module can notice.
+    run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+    run_line(&mut con, "HPEXPIRE api 5 FIELDS 1 rate");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+    thread::sleep(Duration::from_millis(20));
+    assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+}
