@@ -15,6 +15,7 @@ mod blocking;
 mod clock;
 pub mod commands;
 pub mod error;
+mod ffi;
 mod key;
 pub mod keyspace;
 pub mod limiter;
@@ -26,6 +27,7 @@ mod store;
 use std::os::raw::c_int;
 
 use commands::doc::{Doc, Keys};
+use ffi::command::Handler;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 /// Unit tests and fuzz targets run without a server, where Redis's allocator does not exist.
@@ -41,10 +43,6 @@ macro_rules! allocator {
         std::alloc::System
     };
 }
-
-/// A command handler as the server calls it.
-type Handler =
-    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
 /// A step of a command's registration, after its creation.
 type Step = fn(&Context, &Doc) -> Status;
@@ -180,30 +178,11 @@ const DEBUG: (&Doc, Handler) = (&commands::debug::DOC, handler!(commands::debug:
 /// their keys by key spec and, for servers that route module commands by legacy positions only,
 /// by answering the server's keys-position requests (`getkeys-api` in their flags).
 fn create(ctx: &Context, doc: &Doc, handler: Handler) -> Status {
-    let (first, last, step) = match doc.key {
+    let positions = match doc.key {
         Keys::First(_) => (1, 1, 1),
         Keys::Numkeys(_) | Keys::None => (0, 0, 0),
     };
-    // SAFETY: called from OnLoad with the module's context; the name and flags are static C
-    // strings, and the handler is a plain function the server keeps.
-    let created = unsafe {
-        raw::RedisModule_CreateCommand.map(|create| {
-            create(
-                ctx.ctx,
-                doc.name.as_ptr(),
-                Some(handler),
-                doc.flags.as_ptr(),
-                first,
-                last,
-                step,
-            )
-        })
-    };
-    if created == Some(raw::REDISMODULE_OK as c_int) {
-        Status::Ok
-    } else {
-        Status::Err
-    }
+    ffi::command::create(ctx, doc.name, handler, doc.flags, positions)
 }
 
 /// The module's version as `MODULE LIST` shows it: major * 10000 + minor * 100 + patch, from
