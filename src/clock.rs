@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis_module::raw;
+use crate::ffi::server;
 
 /// Sentinel meaning "not frozen". No real unix-ms timestamp takes this value.
 const REAL: i64 = i64::MIN;
@@ -22,8 +22,7 @@ pub fn now_ms() -> i64 {
 
 /// The server's wall clock, regardless of the debug clock (TTLs always run on this one).
 pub fn server_ms() -> i64 {
-    // SAFETY: the function pointer is filled in by RedisModule_Init before any command runs.
-    unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f()) }
+    server::milliseconds()
 }
 
 /// Whether the debug clock is frozen: then time moves only with ADVANCE.

@@ -10,10 +10,9 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 
-use redis_module::raw;
+use crate::ffi::blocked::BlockedClient;
+use crate::ffi::timer::TimerId;
 
-pub type BlockedClient = *mut raw::RedisModuleBlockedClient;
-pub type TimerId = raw::RedisModuleTimerID;
 pub type QueueId = u64;
 pub type WaiterId = u64;
 
@@ -56,7 +55,7 @@ struct Registry {
     queues: HashMap<QueueId, Queue>,
     by_state: HashMap<StateId, QueueId>,
     waiter_queue: HashMap<WaiterId, QueueId>,
-    by_client: HashMap<usize, WaiterId>,
+    by_client: HashMap<BlockedClient, WaiterId>,
     /// db -> watched key -> queues: a keyspace event on any key costs one lookup.
     watchers: HashMap<i32, HashMap<Vec<u8>, Vec<QueueId>>>,
 }
@@ -154,7 +153,7 @@ pub fn enqueue(
             });
         }
         r.waiter_queue.insert(waiter_id, queue_id);
-        r.by_client.insert(bc as usize, waiter_id);
+        r.by_client.insert(bc, waiter_id);
         (queue_id, waiter_id, first)
     })
 }
@@ -195,7 +194,7 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
         let position = queue.waiters.iter().position(|w| w.id == waiter)?;
         let w = queue.waiters.remove(position)?;
         queue.permits = queue.permits.saturating_sub(u64::from(w.request.permits));
-        r.by_client.remove(&(w.bc as usize));
+        r.by_client.remove(&w.bc);
         let db = queue.state.db;
         let emptied_wake = if queue.waiters.is_empty() {
             let wake = queue.wake;
@@ -233,7 +232,7 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
 }
 
 pub fn waiter_of(bc: BlockedClient) -> Option<WaiterId> {
-    with(|r| r.by_client.get(&(bc as usize)).copied())
+    with(|r| r.by_client.get(&bc).copied())
 }
 
 /// Replaces a queue's wake timer; returns the previous one, to stop.
@@ -305,7 +304,7 @@ mod tests {
     }
 
     fn bc(n: usize) -> BlockedClient {
-        n as BlockedClient
+        BlockedClient::for_test(n)
     }
 
     #[test]

@@ -2,9 +2,8 @@
 //! log, and applying the plans of [`crate::limiter`] with the TTL rule. Writes go through
 //! [`Key`], which replicates each of them as its effect.
 
-use std::ffi::CStr;
 use std::ops::ControlFlow;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rand::RngCore;
@@ -14,6 +13,7 @@ use crate::args;
 use crate::clock;
 use crate::config_cache;
 use crate::error::Error;
+use crate::ffi::events::{self, KeyWatcher};
 use crate::key::{Access, Effect, FieldName, Key, Kind, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
@@ -1069,15 +1069,11 @@ fn watch_hashes(ctx: &Context) -> bool {
     if WATCHING_HASHES.load(Ordering::Relaxed) {
         return true;
     }
-    let types = raw::REDISMODULE_NOTIFY_GENERIC
+    let classes = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_HASH
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    // SAFETY: a command context; the callback only reads the key name and the selected db.
-    let subscribed = unsafe {
-        raw::RedisModule_SubscribeToKeyspaceEvents
-            .map(|subscribe| subscribe(ctx.ctx, types, Some(hash_event)))
-    } == Some(raw::REDISMODULE_OK as c_int);
+    let subscribed = events::watch_keys::<KeptConfigs>(ctx, classes as c_int);
     WATCHING_HASHES.store(subscribed, Ordering::Relaxed);
     subscribed
 }
@@ -1088,23 +1084,17 @@ pub fn reset() {
     config_cache::forget_all();
 }
 
-/// A key changed: the configuration kept for it, if it is a limiter's hash, is no longer known.
-extern "C" fn hash_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    if key.is_null() || event.is_null() {
-        return raw::REDISMODULE_OK as c_int;
+/// The configurations kept in [`config_cache`], as a watcher of the keys they were read from.
+enum KeptConfigs {}
+
+impl KeyWatcher for KeptConfigs {
+    /// A key changed: the configuration kept for it, if it is a limiter's hash, is no longer
+    /// known.
+    fn key_event(ctx: &Context, event: &[u8], key: &[u8]) {
+        if !config_cache::keeps_config(event) {
+            config_cache::forget(selected_db(ctx), key);
+        }
     }
-    // SAFETY: the server passes the event's name as a C string, live during the call.
-    let event = unsafe { CStr::from_ptr(event) };
-    if !config_cache::keeps_config(event.to_bytes()) {
-        let name = RedisString::string_as_slice(key);
-        config_cache::forget(selected_db(&Context::new(ctx)), name);
-    }
-    raw::REDISMODULE_OK as c_int
 }
 
 /// The database the context has selected.

@@ -2,13 +2,14 @@
 //! all or nothing. `n` permits are taken from every listed limiter, or from none; a refusal
 //! charges nothing anywhere. Replies as ALLOW, plus `limited_by`.
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, UPDATE};
 use super::{byte_args, reply_verdict};
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
+use crate::ffi::command;
 use crate::key::Write;
 use crate::limiter::Outcome;
 use crate::stats;
@@ -74,7 +75,9 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
 }
 
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if keys_position_request(ctx) {
+    // The server asks where the keys are (the command is registered `getkeys-api`): the key spec
+    // alone is not what Redis 7.0 uses to route a module command in a cluster.
+    if command::is_keys_position_request(ctx) {
         declare_keys(ctx, &args);
         return Ok(RedisValue::NoReply);
     }
@@ -133,15 +136,6 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     Ok(RedisValue::NoReply)
 }
 
-/// Whether the server asks where the keys are (the command is registered `getkeys-api`): the
-/// key spec alone is not what Redis 7.0 uses to route a module command in a cluster.
-fn keys_position_request(ctx: &Context) -> bool {
-    // SAFETY: IsKeysPositionRequest only reads the context's flags.
-    unsafe {
-        raw::RedisModule_IsKeysPositionRequest.is_some_and(|is_request| is_request(ctx.ctx) != 0)
-    }
-}
-
 /// Tells the server the positions of `key [key ...]` after `numkeys`: nothing when numkeys is
 /// not valid for the arguments given (the command then fails when it runs).
 fn declare_keys(ctx: &Context, args: &[RedisString]) {
@@ -156,12 +150,7 @@ fn declare_keys(ctx: &Context, args: &[RedisString]) {
         return;
     }
     for position in 2..=last {
-        // SAFETY: `position` is within the command's arguments, as KeyAtPos requires.
-        unsafe {
-            if let Some(key_at) = raw::RedisModule_KeyAtPos {
-                key_at(ctx.ctx, position as std::os::raw::c_int);
-            }
-        }
+        command::declare_key(ctx, args, position);
     }
 }
 

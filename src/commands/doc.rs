@@ -1,12 +1,13 @@
 //! What `COMMAND DOCS` and `COMMAND INFO` say about each command: summary, complexity, arity,
 //! key spec and argument tree. Each command file declares its [`Doc`]; [`describe`] hands it to
-//! `RedisModule_SetCommandInfo` at load (Redis 7.0+, which copies everything it is given).
+//! the server at load (Redis 7.0+, which copies everything it is given).
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
-use std::ptr;
 
 use redis_module::{raw, Context, Status};
+
+use crate::ffi::command::{self, Applied, ArgKind, ArgSpec, Argument, Info, KeySpec};
 
 /// The version every command first shipped in: this one, the module's first release. Taken from
 /// Cargo.toml, the one place the version is written.
@@ -148,69 +149,38 @@ pub const UPDATE: u32 =
 /// Registers a command's documentation. A server without the API (before 7.0) keeps the
 /// legacy key positions given at creation, which still route and check the key.
 pub fn describe(ctx: &Context, doc: &Doc) -> Status {
-    static VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
-        version: 1,
-        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
-        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
-        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    let keys = match doc.key {
+        Keys::None => KeySpec::None,
+        Keys::First(flags) => KeySpec::First(flags),
+        Keys::Numkeys(flags) => KeySpec::Numkeys(flags),
     };
-    // SAFETY: module API pointers filled in at init; every pointer handed over lives in `arena`
-    // or `specs` (or is static) until SetCommandInfo returns, and Redis copies what it keeps.
-    unsafe {
-        let (Some(get_command), Some(set_info)) =
-            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo)
-        else {
-            return Status::Ok;
+    let info = Info {
+        summary: doc.summary,
+        complexity: doc.complexity,
+        since: SINCE,
+        arity: doc.arity,
+        keys,
+        args: doc.args,
+    };
+    command::set_info(ctx, doc.name, &info)
+}
+
+impl Argument for Arg {
+    fn spec(&self) -> ArgSpec<'_, Self> {
+        let kind = match self.kind {
+            Kind::Key => ArgKind::Key,
+            Kind::Integer => ArgKind::Integer,
+            Kind::String => ArgKind::String,
+            Kind::Token => ArgKind::PureToken,
+            Kind::OneOf(children) => ArgKind::OneOf(children),
+            Kind::Block(children) => ArgKind::Block(children),
         };
-        let command = get_command(ctx.ctx, doc.name.as_ptr());
-        if command.is_null() {
-            return Status::Err;
-        }
-        let mut specs: [raw::RedisModuleCommandKeySpec; 2] = std::mem::zeroed();
-        let key_specs = match doc.key {
-            Keys::First(flags) => {
-                specs[0].flags = u64::from(flags);
-                specs[0].begin_search_type =
-                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-                specs[0].bs.index.pos = 1;
-                specs[0].find_keys_type =
-                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-                specs[0].fk.range.lastkey = 0;
-                specs[0].fk.range.keystep = 1;
-                specs[0].fk.range.limit = 0;
-                specs.as_mut_ptr()
-            }
-            Keys::Numkeys(flags) => {
-                specs[0].flags = u64::from(flags);
-                specs[0].begin_search_type =
-                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-                specs[0].bs.index.pos = 1;
-                specs[0].find_keys_type =
-                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
-                specs[0].fk.keynum.keynumidx = 0;
-                specs[0].fk.keynum.firstkey = 1;
-                specs[0].fk.keynum.keystep = 1;
-                specs.as_mut_ptr()
-            }
-            Keys::None => ptr::null_mut(),
-        };
-        let mut arena: Vec<Vec<raw::RedisModuleCommandArg>> = Vec::new();
-        let args = raw_args(doc.args, &mut arena);
-        let info = raw::RedisModuleCommandInfo {
-            version: &VERSION,
-            summary: doc.summary.as_ptr(),
-            complexity: doc.complexity.as_ptr(),
-            since: SINCE.as_ptr(),
-            history: ptr::null_mut(),
-            tips: ptr::null(),
-            arity: doc.arity,
-            key_specs,
-            args,
-        };
-        if set_info(command, &info) == raw::REDISMODULE_OK as c_int {
-            Status::Ok
-        } else {
-            Status::Err
+        ArgSpec {
+            name: self.name,
+            kind,
+            token: self.token,
+            optional: self.optional,
+            multiple: self.multiple,
         }
     }
 }
@@ -222,100 +192,23 @@ pub const CATEGORY: &CStr = c"ratelimit";
 /// Adds the module's ACL category; false where the server cannot (Redis before 7.4) or has it
 /// already (a module loaded again after MODULE UNLOAD).
 pub fn add_category(ctx: &Context) -> bool {
-    // SAFETY: called from OnLoad, the only place AddACLCategory may be called.
-    unsafe {
-        raw::RedisModule_AddACLCategory
-            .is_some_and(|add| add(ctx.ctx, CATEGORY.as_ptr()) == raw::REDISMODULE_OK as c_int)
-    }
+    command::add_acl_category(ctx, CATEGORY)
 }
 
 /// Puts a command in its ACL categories and in `ratelimit`, where the server supports command
 /// categories (Redis 7.2+, Valkey); without the `ratelimit` category where the server does not
 /// know it. A server without the API (7.0) leaves the command in none: it still loads.
 pub fn categorize(ctx: &Context, doc: &Doc) -> Status {
-    // SAFETY: module API pointers filled in at init, called from OnLoad; the strings live until
-    // SetCommandACLCategories returns, and the server parses them there.
-    unsafe {
-        let (Some(get_command), Some(set_categories)) = (
-            raw::RedisModule_GetCommand,
-            raw::RedisModule_SetCommandACLCategories,
-        ) else {
-            return Status::Ok;
-        };
-        let command = get_command(ctx.ctx, doc.name.as_ptr());
-        if command.is_null() {
+    let usual = doc.acl_categories.to_string_lossy();
+    let with_own = format!("{usual} {}", CATEGORY.to_string_lossy());
+    for categories in [with_own.as_str(), usual.as_ref()] {
+        let Ok(categories) = CString::new(categories) else {
             return Status::Err;
-        }
-        let usual = doc.acl_categories.to_string_lossy();
-        let with_own = format!("{usual} {}", CATEGORY.to_string_lossy());
-        for categories in [with_own.as_str(), usual.as_ref()] {
-            let Ok(categories) = std::ffi::CString::new(categories) else {
-                return Status::Err;
-            };
-            if set_categories(command, categories.as_ptr()) == raw::REDISMODULE_OK as c_int {
-                return Status::Ok;
-            }
-        }
-        Status::Err
-    }
-}
-
-/// A zero-terminated array of raw args, children first; `arena` owns every array.
-fn raw_args(
-    args: &[Arg],
-    arena: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
-) -> *mut raw::RedisModuleCommandArg {
-    let mut out: Vec<raw::RedisModuleCommandArg> = Vec::with_capacity(args.len() + 1);
-    for arg in args {
-        let (type_, subargs) = match arg.kind {
-            Kind::Key => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-                None,
-            ),
-            Kind::Integer => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-                None,
-            ),
-            Kind::String => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-                None,
-            ),
-            Kind::Token => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-                None,
-            ),
-            Kind::OneOf(children) => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
-                Some(children),
-            ),
-            Kind::Block(children) => (
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
-                Some(children),
-            ),
         };
-        let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
-        if arg.optional {
-            flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+        match command::set_acl_categories(ctx, doc.name, &categories) {
+            Applied::Done | Applied::Unsupported => return Status::Ok,
+            Applied::Refused => {}
         }
-        if arg.multiple {
-            flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
-        }
-        out.push(raw::RedisModuleCommandArg {
-            name: arg.name.as_ptr(),
-            type_,
-            key_spec_index: if matches!(arg.kind, Kind::Key) { 0 } else { -1 },
-            token: arg.token.map_or(ptr::null(), CStr::as_ptr),
-            summary: ptr::null(),
-            since: ptr::null(),
-            flags: flags as c_int,
-            deprecated_since: ptr::null(),
-            subargs: subargs.map_or(ptr::null_mut(), |children| raw_args(children, arena)),
-            display_text: ptr::null(),
-        });
     }
-    // SAFETY: an all-zero RedisModuleCommandArg (null pointers, zero ints) is the terminator.
-    out.push(unsafe { std::mem::zeroed() });
-    let pointer = out.as_mut_ptr();
-    arena.push(out);
-    pointer
+    Status::Err
 }

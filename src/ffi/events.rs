@@ -1,0 +1,92 @@
+//! Keyspace and server events.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+
+use redis_module::{raw, Context, RedisString};
+
+/// What the server calls for the keyspace events [`watch_keys::<W>`](watch_keys) subscribes to;
+/// implemented by the layer that watches. It runs on the main thread, inside the command (or
+/// expiry) that fired the event, where the module must not write.
+pub(crate) trait KeyWatcher {
+    /// An event named `event` (`hset`, `del`, `expired` ...) on `key`.
+    fn key_event(ctx: &Context, event: &[u8], key: &[u8]);
+}
+
+/// Subscribes `W` to the keyspace events of `classes` (`REDISMODULE_NOTIFY_*`). A subscription
+/// lasts as long as the module is loaded, so call this once per load. False if the server
+/// refused.
+pub(crate) fn watch_keys<W: KeyWatcher>(ctx: &Context, classes: c_int) -> bool {
+    // SAFETY: a module context and a callback of the signature the server calls.
+    unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents
+            .map(|subscribe| subscribe(ctx.ctx, classes, Some(key_event::<W>)))
+    }
+    .is_some_and(|status| status == raw::REDISMODULE_OK as c_int)
+}
+
+/// The keyspace-event callback. Its return value is ignored by the server.
+extern "C" fn key_event<W: KeyWatcher>(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    if !key.is_null() && !event.is_null() {
+        // SAFETY: the server passes the event's name as a C string, live during the call.
+        let event = unsafe { CStr::from_ptr(event) };
+        W::key_event(
+            &Context::new(ctx),
+            event.to_bytes(),
+            RedisString::string_as_slice(key),
+        );
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// What the server calls when keys change without a per-key event; implemented by the layer
+/// that watches.
+pub(crate) trait DatasetWatcher {
+    /// Whole databases changed: a FLUSHALL or FLUSHDB finished, a SWAPDB, a dataset loaded
+    /// (a restart's or DEBUG RELOAD's, a replica's full sync, an asynchronous replica load),
+    /// or keys trimmed after a slot migration (Redis 8.2+).
+    fn dataset_changed(ctx: &Context);
+}
+
+/// Subscribes `W` to the server events that change whole databases. They are rare, so
+/// subscribing at load costs nothing; an event an older server does not know is refused,
+/// harmlessly. Call once per load: a second subscription to an event replaces the first.
+pub(crate) fn watch_datasets<W: DatasetWatcher>(ctx: &Context) {
+    let events = [
+        raw::REDISMODULE_EVENT_FLUSHDB,
+        raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
+    ];
+    for id in events {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: a module context and a callback of the signature the server calls; the event
+        // is a plain description the server reads during the call.
+        unsafe {
+            if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
+                subscribe(ctx.ctx, event, Some(dataset_event::<W>));
+            }
+        }
+    }
+}
+
+/// The server-event callback. A flush is reported when it has ended, when the keys are gone.
+extern "C" fn dataset_event<W: DatasetWatcher>(
+    ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if event.id == raw::REDISMODULE_EVENT_FLUSHDB
+        && subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END
+    {
+        return;
+    }
+    W::dataset_changed(&Context::new(ctx));
+}

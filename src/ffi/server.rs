@@ -1,0 +1,29 @@
+//! Plain questions to the server and the database a context works on.
+
+use redis_module::{raw, Context};
+
+/// The server's wall clock in unix milliseconds; 0 where the API is missing.
+pub(crate) fn milliseconds() -> i64 {
+    // SAFETY: Milliseconds takes no argument and only reads the server's clock; the pointer is
+    // filled in by RedisModule_Init before any command runs.
+    unsafe { raw::RedisModule_Milliseconds.map_or(0, |f| f()) }
+}
+
+/// Whether the server pauses writes now (CLIENT PAUSE WRITE or ALL, FAILOVER, CLUSTER FAILOVER,
+/// SHUTDOWN waiting for replicas): the module API's documented signal that background work must
+/// not write, on every server this module supports.
+pub(crate) fn writes_paused() -> bool {
+    // SAFETY: AvoidReplicaTraffic takes no argument and only reads server state.
+    unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
+}
+
+/// Makes `db` the context's selected database. A number the server does not have is refused by
+/// the server and leaves the selection as it was.
+pub(crate) fn select_db(ctx: &Context, db: i32) {
+    // SAFETY: SelectDb takes any module context and checks the number itself.
+    unsafe {
+        if let Some(select) = raw::RedisModule_SelectDb {
+            select(ctx.ctx, db);
+        }
+    }
+}
