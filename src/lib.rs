@@ -70,8 +70,8 @@ macro_rules! handler {
             argc: c_int,
         ) -> c_int {
             let context = Context::new(ctx);
-            let args = redis_module::decode_args(ctx, argv, argc);
-            context.reply(stats::counted($run(&context, args))) as c_int
+            let result = ffi::command::with_args(argv, argc, |args| $run(&context, args));
+            context.reply(stats::counted(result)) as c_int
         }
         handler as Handler
     }};
@@ -112,7 +112,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     stats::reset();
     blocking::reset();
-    store::reset();
+    store::init(ctx);
     clock::unfreeze();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {

@@ -158,7 +158,7 @@ pub enum Condition {
 
 impl<'c, M: OpenMode> Limiter<'c, M> {
     pub fn open(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
-        refuse_cross_slot(ctx, name)?;
+        refuse_cross_slot(name)?;
         Self::open_as(ctx, name, Caller::current(ctx))
     }
 
@@ -1027,8 +1027,8 @@ fn score_ms(score: f64) -> i64 {
 /// In a cluster, keys in another slot may live on another node: a name whose derived keys do
 /// not share its slot is refused before anything is read or written (SETRATE NX included, so
 /// no unusable limiter is ever created).
-fn refuse_cross_slot(ctx: &Context, name: &[u8]) -> Result<(), Error> {
-    if ctx.get_flags().contains(ContextFlags::CLUSTER) && !keyspace::derived_keys_share_slot(name) {
+fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
+    if CLUSTER.load(Ordering::Relaxed) && !keyspace::derived_keys_share_slot(name) {
         return Err(Error::CrossSlot {
             name: name.to_vec(),
         });
@@ -1078,8 +1078,13 @@ fn watch_hashes(ctx: &Context) -> bool {
     subscribed
 }
 
-/// Forgets, from a new load on, that an earlier load subscribed.
-pub fn reset() {
+/// Whether the server runs in cluster mode, which is fixed when it starts.
+static CLUSTER: AtomicBool = AtomicBool::new(false);
+
+/// At load: notes whether the server is a cluster node, and forgets what an earlier load of
+/// the module subscribed to and kept.
+pub fn init(ctx: &Context) {
+    CLUSTER.store(ctx.get_flags().contains(ContextFlags::CLUSTER), Ordering::Relaxed);
     WATCHING_HASHES.store(false, Ordering::Relaxed);
     config_cache::forget_all();
 }

@@ -2,10 +2,10 @@
 //! server, first come first served. Replies nil once acquired, or the wait hint if TIMEOUT ran
 //! out first. Inside MULTI or a script it does not block and answers as TRYACQUIRE.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult};
 
+use super::acquire_options;
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
-use super::{acquire_options, byte_args};
 use crate::args::{self, Tokens};
 use crate::blocking::{self, Acquire};
 use crate::error::Error;
@@ -44,9 +44,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
     })
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let request = parse(args)?;
     blocking::acquire(ctx, &request)
 }
 

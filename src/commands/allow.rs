@@ -2,10 +2,10 @@
 //! replies what an HTTP API needs for its status code and headers, as a map (a flat array of
 //! name, value pairs in RESP2): `allowed`, `limit`, `remaining`, `retry_after`, `reset_after`.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
-use super::{acquire_now, byte_args, parse_acquisition, reply_verdict, Acquisition};
+use super::{acquire_now, parse_acquisition, reply_verdict, Acquisition};
 use crate::error::Error;
 
 pub const DOC: Doc = Doc {
@@ -23,9 +23,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
     parse_acquisition(args)
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let request = parse(args)?;
     let verdict = acquire_now(ctx, &request)?;
     reply_verdict(ctx, &verdict, None);
     Ok(RedisValue::NoReply)

@@ -2,10 +2,10 @@
 //! all or nothing. `n` permits are taken from every listed limiter, or from none; a refusal
 //! charges nothing anywhere. Replies as ALLOW, plus `limited_by`.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, UPDATE};
-use super::{byte_args, reply_verdict};
+use super::reply_verdict;
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
@@ -74,15 +74,14 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     })
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     // The server asks where the keys are (the command is registered `getkeys-api`): the key spec
     // alone is not what Redis 7.0 uses to route a module command in a cluster.
     if command::is_keys_position_request(ctx) {
-        declare_keys(ctx, &args);
+        declare_keys(ctx, args);
         return Ok(RedisValue::NoReply);
     }
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+    let request = parse(args)?;
     let now = clock::now_ms();
     // Every limiter is opened, read and decided before anything is written.
     let limiters = request
@@ -138,19 +137,20 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 /// Tells the server the positions of `key [key ...]` after `numkeys`: nothing when numkeys is
 /// not valid for the arguments given (the command then fails when it runs).
-fn declare_keys(ctx: &Context, args: &[RedisString]) {
-    let Some(numkeys) = args.get(1) else {
+fn declare_keys(ctx: &Context, args: &[&[u8]]) {
+    let Some(numkeys) = args.first() else {
         return;
     };
-    let Ok(numkeys) = args::integer(numkeys.as_slice(), "numkeys", 1, MAX_KEYS) else {
+    let Ok(numkeys) = args::integer(numkeys, "numkeys", 1, MAX_KEYS) else {
         return;
     };
-    let last = 1 + numkeys as usize;
-    if last >= args.len() {
+    let keys = numkeys as usize;
+    if keys >= args.len() {
         return;
     }
-    for position in 2..=last {
-        command::declare_key(ctx, args, position);
+    // Positions in the whole command: its name is 0, numkeys 1, the keys from 2.
+    for position in 2..2 + keys {
+        command::declare_key(ctx, args.len() + 1, position);
     }
 }
 

@@ -1,10 +1,10 @@
 //! `RATELIMIT.AVAILABLE key [CLIENT id]`: permits available now. Read-only: it computes what
 //! pruning would give instead of pruning, so it answers on replicas and never touches a TTL.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY, READ};
-use super::{byte_args, parse_target, Target};
+use super::{parse_target, Target};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Read;
@@ -25,9 +25,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
     parse_target(args)
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let Target { key, client } = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let Target { key, client } = parse(args)?;
     let now = clock::now_ms();
     let limiter = Limiter::<Read>::open(ctx, key)?;
     Ok(RedisValue::Integer(limiter.available(client, now)?))

@@ -3,9 +3,8 @@
 
 use std::os::raw::{c_char, c_long};
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisResult, RedisValue};
 
-use super::byte_args;
 use super::doc::{Doc, Keys, KEY, READ};
 use crate::error::Error;
 use crate::key::Read;
@@ -35,9 +34,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     }
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let Request { key } = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let Request { key } = parse(args)?;
     let limiter = Limiter::<Read>::open_config(ctx, key)?;
     match limiter.config()? {
         None => Ok(RedisValue::Null),

@@ -1,9 +1,8 @@
 //! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK`: a frozen clock for deterministic
 //! tests. Registered only when the module is loaded with `debug-commands yes`.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
-use super::byte_args;
 use super::doc::{Arg, Doc, Keys, Kind};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::blocking;
@@ -61,9 +60,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
     }
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let reply = match parse(&args)? {
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let reply = match parse(args)? {
         Request::SetClock(ms) => {
             clock::freeze_at(ms);
             RedisValue::SimpleStringStatic("OK")

@@ -1,10 +1,10 @@
 //! `RATELIMIT.DELETE key [CLIENT id]`: delete the hash, the OVERALL state and the given client's
 //! state. Replies the number of keys deleted, as DEL does.
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY};
-use super::{byte_args, parse_target, Target};
+use super::{parse_target, Target};
 use crate::blocking;
 use crate::error::Error;
 use crate::key::{Effect, Write};
@@ -25,9 +25,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
     parse_target(args)
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let Target { key, client } = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let Target { key, client } = parse(args)?;
     let limiter = Limiter::<Write>::open(ctx, key)?;
     let deleted = limiter.for_each_key(client, |key| key.apply(Effect::Unlink))?;
     drop(limiter);

@@ -2,9 +2,8 @@
 //! limiter (Redisson `expire`). Conditions are checked per key as PEXPIRE checks them; a
 //! non-positive `ms` deletes, as PEXPIRE does. Replies 1 if any key changed, else 0.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
-use super::byte_args;
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::blocking;
@@ -112,9 +111,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     })
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let request = parse(args)?;
     // TTLs run on the server's clock, never on the debug clock.
     let now = clock::server_ms();
     let at = now

@@ -16,7 +16,7 @@ pub mod tryacquire;
 
 use std::os::raw::{c_char, c_long};
 
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::clock;
@@ -25,11 +25,6 @@ use crate::key::Write;
 use crate::limiter::{Mode, Outcome};
 use crate::stats;
 use crate::store::{Creation, Limiter, Turn, Verdict};
-
-/// A command's arguments as bytes, without the command name; binary-safe.
-fn byte_args(args: &[RedisString]) -> Vec<&[u8]> {
-    args.iter().skip(1).map(RedisString::as_slice).collect()
-}
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
 fn outcome_reply(outcome: Outcome) -> RedisValue {

@@ -1,10 +1,10 @@
 //! `RATELIMIT.PERSIST key [CLIENT id]`: remove the TTL of the limiter's keys (Redisson
 //! `clearExpire`). Replies 1 if any key had a TTL, else 0, as PERSIST does.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY, UPDATE};
-use super::{byte_args, parse_target, Target};
+use super::{parse_target, Target};
 use crate::error::Error;
 use crate::key::{Effect, Write};
 use crate::store::Limiter;
@@ -24,9 +24,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
     parse_target(args)
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let Target { key, client } = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let Target { key, client } = parse(args)?;
     let limiter = Limiter::<Write>::open(ctx, key)?;
     let changed = limiter.for_each_key(client, |key| key.apply(Effect::Persist))?;
     Ok(RedisValue::Integer(i64::from(changed > 0)))

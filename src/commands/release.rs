@@ -2,10 +2,10 @@
 //! `permits` are removed (the last one split if needed) and the value raised by as many, capped at
 //! the rate, so released permits are not counted twice. Replies how many were released.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
+use super::client_option;
 use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
-use super::{byte_args, client_option};
 use crate::args::{self, Tokens};
 use crate::blocking;
 use crate::clock;
@@ -45,13 +45,12 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     })
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Request {
         key,
         permits,
         client,
-    } = parse(&args)?;
+    } = parse(args)?;
     let now = clock::now_ms();
     let limiter = Limiter::<Write>::open(ctx, key)?;
     let released = limiter.release(client, permits, now)?;

@@ -2,9 +2,8 @@
 //! [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate` with NX,
 //! `setRate` without a flag, `updateRate` with XX).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
-use super::byte_args;
 use super::doc::{
     Arg, Doc, Keys, Kind, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
 };
@@ -110,9 +109,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     })
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let request = parse(args)?;
     let now = clock::now_ms();
     let limiter = Limiter::<Write>::open(ctx, request.key)?;
     let reply = limiter.set_rate(&request.change, now)?;

@@ -1,9 +1,9 @@
 //! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id]`: take permits now, or reply how long to wait.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult};
 
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
-use super::{acquire_now, byte_args, outcome_reply, parse_acquisition, Acquisition};
+use super::{acquire_now, outcome_reply, parse_acquisition, Acquisition};
 use crate::error::Error;
 
 pub const DOC: Doc = Doc {
@@ -21,9 +21,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
     parse_acquisition(args)
 }
 
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args = byte_args(&args);
-    let request = parse(&args)?;
+pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
+    let request = parse(args)?;
     let verdict = acquire_now(ctx, &request)?;
     Ok(outcome_reply(verdict.outcome))
 }

@@ -292,11 +292,41 @@ pub(crate) fn is_keys_position_request(ctx: &Context) -> bool {
     }
 }
 
-/// Answers a keys-position request: argument `position` of `args` (the command's own
-/// arguments, the name at 0) is a key. A position outside them is not declared: the server
-/// would read that argument.
-pub(crate) fn declare_key(ctx: &Context, args: &[RedisString], position: usize) {
-    if position == 0 || position >= args.len() {
+/// Calls `run` with a command's arguments after its name, as byte slices: on the stack for up
+/// to [`STACK_ARGS`] of them, so a call allocates nothing for its arguments.
+pub(crate) fn with_args<R>(
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    run: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
+    let count = usize::try_from(argc).unwrap_or(0);
+    if argv.is_null() || count < 2 {
+        return run(&[]);
+    }
+    // SAFETY: the server passes `argc` valid strings at `argv`, live for the whole call.
+    let strings = unsafe { std::slice::from_raw_parts(argv.cast_const(), count) };
+    let strings = strings.get(1..).unwrap_or_default();
+    let bytes = |string: &*mut raw::RedisModuleString| RedisString::string_as_slice(*string);
+    if strings.len() <= STACK_ARGS {
+        let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
+        for (slot, string) in stack.iter_mut().zip(strings) {
+            *slot = bytes(string);
+        }
+        run(stack.get(..strings.len()).unwrap_or_default())
+    } else {
+        let heap: Vec<&[u8]> = strings.iter().map(bytes).collect();
+        run(&heap)
+    }
+}
+
+/// Arguments a command gets on the stack (more go to the heap).
+const STACK_ARGS: usize = 16;
+
+/// Answers a keys-position request: argument `position` of a command of `argc` arguments (the
+/// name at 0) is a key. A position outside them is not declared: the server would read that
+/// argument.
+pub(crate) fn declare_key(ctx: &Context, argc: usize, position: usize) {
+    if position == 0 || position >= argc {
         return;
     }
     let Ok(position) = c_int::try_from(position) else {
