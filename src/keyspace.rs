@@ -30,43 +30,97 @@ pub const MEMBER_LEN: usize = 1 + ID_LEN + 4;
 /// one client's state of a PER_CLIENT limiter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateKeys {
-    pub value: Vec<u8>,
-    pub permits: Vec<u8>,
+    pub value: KeyName,
+    pub permits: KeyName,
 }
 
 impl StateKeys {
     /// The OVERALL state of limiter `name`: `{name}:value`, `{name}:permits`.
     pub fn overall(name: &[u8]) -> Self {
         StateKeys {
-            value: suffixed(name, b"value"),
-            permits: suffixed(name, b"permits"),
+            value: suffixed(name, b"value", None),
+            permits: suffixed(name, b"permits", None),
         }
     }
 
     /// One client's state: `{name}:value:<client>`, `{name}:permits:<client>`. The value and
     /// permits names already contain `{`, so the client id is appended unwrapped.
     pub fn client(name: &[u8], client: &[u8]) -> Self {
-        let overall = Self::overall(name);
         StateKeys {
-            value: suffixed(&overall.value, client),
-            permits: suffixed(&overall.permits, client),
+            value: suffixed(name, b"value", Some(client)),
+            permits: suffixed(name, b"permits", Some(client)),
         }
     }
 }
 
-/// Redisson's `suffixName`: wrap the name in a hash tag unless it already contains `{`.
-fn suffixed(name: &[u8], suffix: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(name.len() + suffix.len() + 3);
-    if name.contains(&b'{') {
-        out.extend_from_slice(name);
-    } else {
-        out.push(b'{');
-        out.extend_from_slice(name);
-        out.push(b'}');
+/// A derived key name, built where the call is: in place up to [`KeyName::INLINE`] bytes, so
+/// the common call allocates nothing for its key names, on the heap beyond.
+#[derive(Debug, Clone)]
+pub enum KeyName {
+    Inline {
+        len: usize,
+        bytes: [u8; KeyName::INLINE],
+    },
+    Heap(Vec<u8>),
+}
+
+impl KeyName {
+    pub const INLINE: usize = 96;
+
+    fn from_parts(parts: &[&[u8]]) -> KeyName {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > Self::INLINE {
+            return KeyName::Heap(parts.concat());
+        }
+        let mut bytes = [0u8; Self::INLINE];
+        let mut at = 0;
+        for part in parts {
+            if let Some(place) = bytes.get_mut(at..at + part.len()) {
+                place.copy_from_slice(part);
+            }
+            at += part.len();
+        }
+        KeyName::Inline { len, bytes }
     }
-    out.push(b':');
-    out.extend_from_slice(suffix);
-    out
+}
+
+impl std::ops::Deref for KeyName {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            KeyName::Inline { len, bytes } => bytes.get(..*len).unwrap_or_default(),
+            KeyName::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for KeyName {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for KeyName {}
+
+impl<const N: usize> PartialEq<&[u8; N]> for KeyName {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+/// Redisson's `suffixName`: wrap the name in a hash tag unless it already contains `{`; then
+/// `:suffix`, and `:client` for one client's state.
+fn suffixed(name: &[u8], suffix: &[u8], client: Option<&[u8]>) -> KeyName {
+    let (open, close): (&[u8], &[u8]) = if name.contains(&b'{') {
+        (b"", b":")
+    } else {
+        (b"{", b"}:")
+    };
+    match client {
+        None => KeyName::from_parts(&[open, name, close, suffix]),
+        Some(client) => KeyName::from_parts(&[open, name, close, suffix, b":", client]),
+    }
 }
 
 /// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag (the part between the

@@ -72,7 +72,7 @@ pub fn refuse_split<M: OpenMode>(
 /// A key name in `name`'s slot that is none of the limiter's own keys.
 fn probe(name: &[u8]) -> Option<Vec<u8>> {
     let slot = keyspace::hash_slot(name);
-    let mut probe = StateKeys::overall(name).value;
+    let mut probe = StateKeys::overall(name).value.to_vec();
     probe.extend_from_slice(PROBE_SUFFIX);
     if keyspace::hash_slot(&probe) == slot {
         return Some(probe);
@@ -97,8 +97,8 @@ mod tests {
             assert_eq!(keyspace::hash_slot(&probe), keyspace::hash_slot(name));
             let overall = StateKeys::overall(name);
             assert_ne!(probe, name);
-            assert_ne!(probe, overall.value);
-            assert_ne!(probe, overall.permits);
+            assert_ne!(probe[..], overall.value[..]);
+            assert_ne!(probe[..], overall.permits[..]);
         }
     }
 

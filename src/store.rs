@@ -27,7 +27,7 @@ const ID_ATTEMPTS: usize = 8;
 /// A limiter: its configuration hash, open for reading or writing.
 pub struct Limiter<'c, M: OpenMode> {
     ctx: &'c Context,
-    name: Vec<u8>,
+    name: &'c [u8],
     hash: Key<'c, M>,
     caller: Caller,
     db: i32,
@@ -157,29 +157,29 @@ pub enum Condition {
 }
 
 impl<'c, M: OpenMode> Limiter<'c, M> {
-    pub fn open(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
+    pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
         refuse_cross_slot(name)?;
         Self::open_as(ctx, name, Caller::current(ctx))
     }
 
     /// Opens a limiter only to read its configuration: CONFIG touches nothing but the declared
     /// key, so it answers even for a name whose derived keys are in another cluster slot.
-    pub fn open_config(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
+    pub fn open_config(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
         Self::open_as(ctx, name, Caller::current(ctx))
     }
 
     /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
     /// context that has no user of its own: its ACL was checked when it blocked.
-    pub fn open_for_waiter(ctx: &'c Context, name: &[u8]) -> Result<Self, Error> {
+    pub fn open_for_waiter(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
         Self::open_as(ctx, name, Caller(std::ptr::null_mut()))
     }
 
-    fn open_as(ctx: &'c Context, name: &[u8], caller: Caller) -> Result<Self, Error> {
+    fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
         let hash = Key::open(ctx, name);
         expect_kind(&hash, Kind::Hash)?;
         Ok(Limiter {
             ctx,
-            name: name.to_vec(),
+            name,
             hash,
             caller,
             db: selected_db(ctx),
@@ -197,7 +197,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let permits = Key::open(self.ctx, &keys.permits);
         self.caller.check(&permits)?;
         expect_kind(&permits, Kind::ZSet)?;
-        migration::refuse_split(self.ctx, &self.name, &[&self.hash, &value, &permits])?;
+        migration::refuse_split(self.ctx, self.name, &[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
     }
 
@@ -208,13 +208,13 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
-        if let Some(config) = config_cache::lookup(self.db, &self.name, fields) {
+        if let Some(config) = config_cache::lookup(self.db, self.name, fields) {
             return Ok(Some(config));
         }
         let config = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
         if !self.hash.has_field_ttls() && watch_hashes(self.ctx) {
-            config_cache::remember(self.db, &self.name, fields, config);
+            config_cache::remember(self.db, self.name, fields, config);
         }
         Ok(Some(config))
     }
@@ -284,7 +284,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     pub fn require_config(&self) -> Result<Config, Error> {
         let config = self.config()?;
         if config.is_none() {
-            migration::refuse_split(self.ctx, &self.name, &[&self.hash])?;
+            migration::refuse_split(self.ctx, self.name, &[&self.hash])?;
         }
         config.ok_or(Error::NotInitialized)
     }
@@ -309,8 +309,8 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
     pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
         let keys = match (config.mode, client) {
-            (Mode::Overall, _) => StateKeys::overall(&self.name),
-            (Mode::PerClient, Some(client)) => StateKeys::client(&self.name, client),
+            (Mode::Overall, _) => StateKeys::overall(self.name),
+            (Mode::PerClient, Some(client)) => StateKeys::client(self.name, client),
             (Mode::PerClient, None) => return Err(Error::ClientRequired),
         };
         self.open_state(&keys)
@@ -348,7 +348,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let (config, created) = match (self.config()?, create) {
             (Some(config), _) => (config, None),
             (None, Some(creation)) => {
-                migration::refuse_split(self.ctx, &self.name, &[&self.hash])?;
+                migration::refuse_split(self.ctx, self.name, &[&self.hash])?;
                 (creation.config(), Some(*creation))
             }
             (None, None) => {
@@ -494,7 +494,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
         let watched = [
-            self.name.clone(),
+            self.name.to_vec(),
             state.value.name().to_vec(),
             state.permits.name().to_vec(),
         ];
@@ -633,9 +633,9 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             .kind
             .as_ref()
             .is_some_and(|old| mode_of(old.as_slice()) != change.mode);
-        let overall = self.open_state(&StateKeys::overall(&self.name))?;
+        let overall = self.open_state(&StateKeys::overall(self.name))?;
         let client = match change.client {
-            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id))?),
+            Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
             None => None,
         };
         let target = match change.mode {
@@ -717,9 +717,9 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     where
         M: Writable,
     {
-        let overall = self.open_state(&StateKeys::overall(&self.name))?;
+        let overall = self.open_state(&StateKeys::overall(self.name))?;
         let client = match client {
-            Some(id) => Some(self.open_state(&StateKeys::client(&self.name, id))?),
+            Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
             None => None,
         };
         let mut keys = vec![&self.hash, &overall.value, &overall.permits];
@@ -1084,7 +1084,10 @@ static CLUSTER: AtomicBool = AtomicBool::new(false);
 /// At load: notes whether the server is a cluster node, and forgets what an earlier load of
 /// the module subscribed to and kept.
 pub fn init(ctx: &Context) {
-    CLUSTER.store(ctx.get_flags().contains(ContextFlags::CLUSTER), Ordering::Relaxed);
+    CLUSTER.store(
+        ctx.get_flags().contains(ContextFlags::CLUSTER),
+        Ordering::Relaxed,
+    );
     WATCHING_HASHES.store(false, Ordering::Relaxed);
     config_cache::forget_all();
 }
