@@ -193,7 +193,7 @@ fn full(args: &[String]) -> Res<()> {
     server::stop(server);
 
     // Instructions per call under callgrind, on a server of its own (skipped without valgrind).
-    let instructions = callgrind::section(&module, cell.as_deref())?;
+    let instructions = callgrind::section(&module, cell.as_deref());
 
     // The worst cases, on a server of their own (with a replication backlog).
     let worst = worst::run(&module, worst_sizes)?;
