@@ -6,6 +6,7 @@
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
+#               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
 REDIS_SERVER ?= redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -136,7 +137,9 @@ ci: deps lint test test-redis8 test-valkey
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
 ## BENCH_ARGS=--quick for a short smoke run, BENCH_ARGS=--worst for only the worst-case table
-## (one call on logs of 10k/100k/1M members).
+## (one call on logs of 10k/100k/1M members). Instructions per call need valgrind (Debian:
+## apt-get install valgrind; skipped, and said so, without it). REDIS_CELL=/path/to/
+## libredis_cell.so also measures redis-cell's CL.THROTTLE in the same server (never vendored).
 bench: release
 	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)

@@ -13,17 +13,48 @@ pub const LUA: &str = include_str!("../../bench/tryacquire.lua");
 /// Commands per pipelined round trip while driving the measured calls.
 const BATCH: usize = 500;
 
+/// How the grant path moves the module's debug clock 1 ms before each TRYACQUIRE.
+#[derive(Clone, Copy)]
+pub enum Advance {
+    /// `RATELIMIT.DEBUG ADVANCE 1` as a command of its own: its own line in commandstats.
+    Plain,
+    /// The same inside `MULTI`/`EXEC`, so the server runs it from `execCommand`, not as a
+    /// top-level command: callgrind then tells it apart from TRYACQUIRE (callgrind.rs).
+    InMulti,
+}
+
 /// `calls` TRYACQUIREs on the grant path of a steady full window: before each, the debug clock
 /// moves 1 ms (RATELIMIT.DEBUG ADVANCE 1, its own command in commandstats), so each call prunes
 /// the oldest entry and logs one. Every reply must be nil (acquired).
 pub fn module_grants(con: &mut Connection, name: &str, calls: usize, clock: &mut i64) -> Res<()> {
     set_clock(con, *clock)?;
+    module_grants_from(con, name, calls, clock, Advance::Plain)
+}
+
+/// [`module_grants`] with the module's clock already at `clock`: nothing but the pipelined
+/// calls (and their clock advances).
+pub fn module_grants_from(
+    con: &mut Connection,
+    name: &str,
+    calls: usize,
+    clock: &mut i64,
+    advance: Advance,
+) -> Res<()> {
     let mut left = calls;
     while left > 0 {
         let n = left.min(BATCH);
         let mut pipe = redis::pipe();
         for _ in 0..n {
-            pipe.cmd("RATELIMIT.DEBUG").arg("ADVANCE").arg(1).ignore();
+            match advance {
+                Advance::Plain => {
+                    pipe.cmd("RATELIMIT.DEBUG").arg("ADVANCE").arg(1).ignore();
+                }
+                Advance::InMulti => {
+                    pipe.cmd("MULTI").ignore();
+                    pipe.cmd("RATELIMIT.DEBUG").arg("ADVANCE").arg(1).ignore();
+                    pipe.cmd("EXEC").ignore();
+                }
+            }
             pipe.cmd("RATELIMIT.TRYACQUIRE").arg(name);
         }
         let replies: Vec<Value> = pipe.query(con)?;
@@ -70,6 +101,11 @@ pub fn lua_grants(
 /// `calls` TRYACQUIREs refused: the window is full and the clock does not move.
 pub fn module_refusals(con: &mut Connection, name: &str, calls: usize, clock: i64) -> Res<()> {
     set_clock(con, clock)?;
+    module_refusals_from(con, name, calls)
+}
+
+/// [`module_refusals`] with the module's clock already set: nothing but the pipelined calls.
+pub fn module_refusals_from(con: &mut Connection, name: &str, calls: usize) -> Res<()> {
     let mut left = calls;
     while left > 0 {
         let n = left.min(BATCH);

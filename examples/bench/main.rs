@@ -1,6 +1,7 @@
 //! `make bench`: the module's RATELIMIT.TRYACQUIRE against the equivalent Lua script
 //! (`bench/tryacquire.lua`, the calls Redisson's tryAcquire makes) and plain INCR, side by side
-//! on one redis-server started here. See `bench/README.md` for what is measured and how.
+//! on one redis-server started here, and redis-cell's CL.THROTTLE too when `$REDIS_CELL` names
+//! a build of it. See `bench/README.md` for what is measured and how.
 //!
 //! ```text
 //! cargo run --release --example bench                       # the full benchmark (make bench)
@@ -13,13 +14,15 @@
 //! ```
 //!
 //! The module is `$RATELIMIT_MODULE`, else `$CARGO_TARGET_DIR/release/libratelimit.so`, else
-//! `target/release/libratelimit.so`; the server is `$REDIS_SERVER` (default `redis-server`).
-//! Results go to stdout and to `bench/results/latest.json` (git-ignored).
+//! `target/release/libratelimit.so`; the server is `$REDIS_SERVER` (default `redis-server`);
+//! `$REDIS_CELL`, if set, is a `libredis_cell.so` loaded beside the module. Results go to stdout
+//! and to `bench/results/latest.json` (git-ignored).
 //!
 //! The modules: `server` (the redis-server, shared with the tests), `limiter` (the limiters and
-//! their keys), `calls` (the measured calls: module, Lua, INCR), `measure` (CPU per call),
-//! `throughput` (redis-benchmark), `worst` (one call on a big log), `machine` (the machine and
-//! its load), `report` (tables and JSON), `profile` (callgrind).
+//! their keys), `calls` (the measured calls: module, Lua, INCR), `cell` (redis-cell's calls),
+//! `measure` (CPU per call), `throughput` (redis-benchmark), `callgrind` (instructions per call,
+//! in the command), `worst` (one call on a big log), `machine` (the machine and its load),
+//! `report` (tables and JSON), `profile` (the callgrind phases with their top functions).
 //!
 //! This is a measurement, not a test: nothing here asserts a time. It does check that every call
 //! took the path it claims to measure (granted, refused), and fails loudly if not.
@@ -34,7 +37,9 @@ use machine::{wait_until_quiet, LoadMeter, Machine};
 use server::{module_path, which};
 
 // One job per module; `main` only reads the arguments and runs the sections in order.
+mod callgrind;
 mod calls;
+mod cell;
 mod limiter;
 mod machine;
 mod measure;
@@ -141,19 +146,43 @@ fn full(args: &[String]) -> Res<()> {
         "machine: {} CPUs, {}; {}",
         machine.cpus, machine.cpu_model, machine.redis_version
     );
+    let cell = cell::path()?;
+    match &cell {
+        Some(path) => println!(
+            "redis-cell: {} (REDIS_CELL), loaded beside the module",
+            path.display()
+        ),
+        None => println!("redis-cell: not measured (set REDIS_CELL=/path/to/libredis_cell.so)"),
+    }
     let busy_before = wait_until_quiet(Duration::from_secs(if quick { 0 } else { 120 }));
-    let server = server::start(&module, &[], &[])?;
+    let cell_args = cell.as_deref().map(cell::load_args);
+    let extra: Vec<&str> = cell_args
+        .iter()
+        .flat_map(|a| a.iter().map(String::as_str))
+        .collect();
+    let server = server::start(&module, &[], &extra)?;
     let mut con = server::connect(&server)?;
     set_clock(&mut con, T0)?;
     let mut clock = T0;
     let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
     let mut ids = Ids::new(0x5eed);
+    if cell.is_some() {
+        cell::prepare(&mut con)?;
+    }
     let load = LoadMeter::start(&mut con);
 
-    let (windows, incr) = measure::cpu_per_call(&mut con, &sha, &plan, &mut clock, &mut ids)?;
+    let (windows, incr) =
+        measure::cpu_per_call(&mut con, &sha, &plan, &mut clock, &mut ids, cell.is_some())?;
     let throughput = match which("redis-benchmark") {
         Some(tool) => Some(throughput::run(
-            &mut con, &server, &tool, &sha, &plan, &mut clock, &mut ids,
+            &mut con,
+            &server,
+            &tool,
+            &sha,
+            &plan,
+            &mut clock,
+            &mut ids,
+            cell.is_some(),
         )?),
         None => {
             println!("redis-benchmark not found (Debian: apt-get install redis-tools): skipping throughput");
@@ -162,6 +191,9 @@ fn full(args: &[String]) -> Res<()> {
     };
     let busy_during = load.others(&mut con);
     server::stop(server);
+
+    // Instructions per call under callgrind, on a server of its own (skipped without valgrind).
+    let instructions = callgrind::section(&module, cell.as_deref());
 
     // The worst cases, on a server of their own (with a replication backlog).
     let worst = worst::run(&module, worst_sizes)?;
@@ -174,6 +206,8 @@ fn full(args: &[String]) -> Res<()> {
         windows,
         incr,
         throughput,
+        instructions,
+        cell,
         worst,
         memory,
         busy: (busy_before, busy_during),

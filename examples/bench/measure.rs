@@ -5,11 +5,13 @@ use std::time::Instant;
 use redis::Connection;
 
 use crate::calls::{incrs, lua_grants, lua_refusals, module_grants, module_refusals};
+use crate::cell;
 use crate::limiter::{check_steady, delete, fill_window, memory, Ids, Memory};
 use crate::{flush, Plan, Res};
 
-/// Window sizes (entries logged = rate = interval in ms) of the CPU-per-call measurement.
-const WINDOWS: [i64; 3] = [100, 10_000, 1_000_000];
+/// Window sizes (entries logged = rate = interval in ms) of the CPU-per-call measurement. 1 000
+/// is the window the project's targets name (and the one callgrind counts).
+const WINDOWS: [i64; 4] = [100, 1_000, 10_000, 1_000_000];
 
 /// Server CPU per call of one measured phase, in microseconds: the median over repetitions.
 #[derive(Default)]
@@ -83,19 +85,25 @@ pub struct WindowResult {
     pub lua_grant: Cpu,
     pub module_refuse: Cpu,
     pub lua_refuse: Cpu,
+    /// redis-cell's CL.THROTTLE, allowed and refused (empty without `$REDIS_CELL`): it has no
+    /// window, so these are its figures measured alongside this window's, rep by rep.
+    pub cell_grant: Cpu,
+    pub cell_refuse: Cpu,
     pub memory: Memory,
 }
 
 /// For each of [`WINDOWS`]: fills a full window, warms both paths up, then measures the grant
 /// path (module, Lua, and INCR as the floor) and the refusal path, `plan.reps` times each, and
-/// checks the window is still full. Only one big window is in memory at a time. Returns the
-/// windows and INCR's CPU per call.
+/// checks the window is still full. Only one big window is in memory at a time. With `cell`
+/// (redis-cell loaded) CL.THROTTLE's allowed and refused paths are measured in the same reps.
+/// Returns the windows and INCR's CPU per call.
 pub fn cpu_per_call(
     con: &mut Connection,
     sha: &str,
     plan: &Plan,
     clock: &mut i64,
     ids: &mut Ids,
+    cell: bool,
 ) -> Res<(Vec<WindowResult>, Cpu)> {
     let mut windows = Vec::new();
     let mut incr = Cpu::default();
@@ -134,6 +142,14 @@ pub fn cpu_per_call(
             incr.samples.push(measure(con, "incr", plan.calls, |con| {
                 incrs(con, plan.calls)
             })?);
+            if cell {
+                result
+                    .cell_grant
+                    .samples
+                    .push(measure(con, cell::COMMAND, plan.calls, |con| {
+                        cell::calls(con, &cell::ALLOWED, plan.calls, false)
+                    })?);
+            }
         }
         for _ in 0..plan.reps {
             result.module_refuse.samples.push(measure(
@@ -148,6 +164,14 @@ pub fn cpu_per_call(
                 .push(measure(con, "evalsha", plan.calls, |con| {
                     lua_refusals(con, sha, &name, plan.calls, *clock)
                 })?);
+            if cell {
+                result
+                    .cell_refuse
+                    .samples
+                    .push(measure(con, cell::COMMAND, plan.calls, |con| {
+                        cell::calls(con, &cell::REFUSED, plan.calls, true)
+                    })?);
+            }
         }
         check_steady(con, &name, window)?;
         delete(con, &name)?;

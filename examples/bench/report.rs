@@ -3,10 +3,11 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::callgrind::{InstructionsJson, Kind, Section};
 use crate::machine::Machine;
 use crate::measure::{Cpu, WindowResult};
 use crate::memory::{self, Memory};
@@ -21,6 +22,10 @@ pub struct Report {
     pub windows: Vec<WindowResult>,
     pub incr: Cpu,
     pub throughput: Option<Throughput>,
+    /// Instructions per call under callgrind, or why not.
+    pub instructions: Section,
+    /// The redis-cell build measured beside the module (`$REDIS_CELL`), if any.
+    pub cell: Option<PathBuf>,
     pub worst: Worst,
     pub memory: Memory,
     /// Share of all CPUs used by other processes just before and during the run.
@@ -28,15 +33,23 @@ pub struct Report {
     pub seconds: f64,
 }
 
-/// One of the project's performance targets, and whether this run met it.
+/// One of the project's performance targets, and whether this run met it (`None`: this run
+/// could not measure it).
 #[derive(Serialize)]
 struct Target {
     #[serde(rename = "target")]
     name: String,
     wanted: String,
     measured: String,
-    holds: bool,
+    holds: Option<bool>,
 }
+
+/// The window the issue's targets name: "the steady 1k window".
+const TARGET_WINDOW: i64 = 1_000;
+/// Lua/module at least this, on the steady 1k window (CPU per call and instructions).
+const TARGET_RATIO: f64 = 5.0;
+/// Instructions per refusal, in the command, at most this.
+const TARGET_REFUSAL_INSTRUCTIONS: f64 = 8_000.0;
 
 impl Report {
     fn targets(&self) -> Vec<Target> {
@@ -51,8 +64,60 @@ impl Report {
                 name: "CPU/call, steady window: module <= 1/10 of Lua".into(),
                 wanted: "Lua/module >= 10".into(),
                 measured: format!("Lua/module {ratio:.1}x at worst (window {window})"),
-                holds: ratio >= 10.0,
+                holds: Some(ratio >= 10.0),
             });
+        }
+        let one_k = self.windows.iter().find(|w| w.window == TARGET_WINDOW);
+        if let Some(w) = one_k {
+            let (m, l) = (w.module_grant.median(), w.lua_grant.median());
+            out.push(Target {
+                name: "CPU/call, steady 1k window: Lua/module >= 5".into(),
+                wanted: format!("Lua/module >= {TARGET_RATIO:.0}"),
+                measured: format!("{:.1}x ({m:.2} vs {l:.2} usec)", l / m),
+                holds: Some(l / m >= TARGET_RATIO),
+            });
+        }
+        let (grant_name, refusal_name) = (
+            "instructions, grant on the 1k window: Lua/module >= 5",
+            "instructions per refusal <= 8000",
+        );
+        match &self.instructions {
+            Section::Measured(counts) if counts.window == TARGET_WINDOW => {
+                let (m, l) = (
+                    counts.in_command(Kind::ModuleGrant),
+                    counts.in_command(Kind::LuaGrant),
+                );
+                if let (Some(m), Some(l)) = (m, l) {
+                    out.push(Target {
+                        name: grant_name.into(),
+                        wanted: format!("Lua/module >= {TARGET_RATIO:.0}"),
+                        measured: format!("{:.1}x ({m:.0} vs {l:.0}, in command)", l / m),
+                        holds: Some(l / m >= TARGET_RATIO),
+                    });
+                }
+                if let Some(r) = counts.in_command(Kind::ModuleRefusal) {
+                    out.push(Target {
+                        name: refusal_name.into(),
+                        wanted: format!("<= {TARGET_REFUSAL_INSTRUCTIONS:.0}"),
+                        measured: format!("{r:.0} (in command)"),
+                        holds: Some(r <= TARGET_REFUSAL_INSTRUCTIONS),
+                    });
+                }
+            }
+            Section::Measured(_) => {}
+            Section::Skipped(why) => {
+                for (name, wanted) in [
+                    (grant_name, format!("Lua/module >= {TARGET_RATIO:.0}")),
+                    (refusal_name, format!("<= {TARGET_REFUSAL_INSTRUCTIONS:.0}")),
+                ] {
+                    out.push(Target {
+                        name: name.into(),
+                        wanted,
+                        measured: format!("not measured: {why}"),
+                        holds: None,
+                    });
+                }
+            }
         }
         let at = |size: i64| {
             self.windows
@@ -66,7 +131,7 @@ impl Report {
                 name: "CPU/call, module: 1M entries <= 1.5x 100 entries".into(),
                 wanted: "<= 1.50x".into(),
                 measured: format!("{ratio:.2}x ({big:.2} vs {small:.2} usec)"),
-                holds: ratio <= 1.5,
+                holds: Some(ratio <= 1.5),
             });
         }
         if let Some(t) = &self.throughput {
@@ -77,13 +142,13 @@ impl Report {
                     name: "throughput, pipeline 16: module >= 4x Lua".into(),
                     wanted: ">= 4.00x".into(),
                     measured: format!("{over_lua:.2}x"),
-                    holds: over_lua >= 4.0,
+                    holds: Some(over_lua >= 4.0),
                 });
                 out.push(Target {
                     name: "throughput, pipeline 16: module >= 1/2 INCR".into(),
                     wanted: ">= 0.50x".into(),
                     measured: format!("{over_incr:.2}x"),
-                    holds: over_incr >= 0.5,
+                    holds: Some(over_incr >= 0.5),
                 });
             }
         }
@@ -100,30 +165,48 @@ impl Report {
              median of {} reps x {} calls; window = entries logged = rate = interval ms)",
             p.reps, p.calls
         );
-        let _ = writeln!(
+        let cell = self.cell.is_some();
+        let _ = write!(
             s,
-            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>11} {:>12}",
-            "path", "window", "module", "lua", "incr", "lua/module", "module/incr"
+            "{:<16} {:>9} {:>9} {:>9} {:>9}",
+            "path", "window", "module", "lua", "incr"
         );
+        if cell {
+            let _ = write!(s, " {:>12}", "cl.throttle");
+        }
+        let _ = writeln!(s, " {:>11} {:>12}", "lua/module", "module/incr");
         for (label, pick) in [("grant (steady)", 0usize), ("refusal (full)", 1usize)] {
             for w in &self.windows {
-                let (m, l) = if pick == 0 {
-                    (w.module_grant.median(), w.lua_grant.median())
+                let (m, l, c) = if pick == 0 {
+                    (
+                        w.module_grant.median(),
+                        w.lua_grant.median(),
+                        w.cell_grant.median(),
+                    )
                 } else {
-                    (w.module_refuse.median(), w.lua_refuse.median())
+                    (
+                        w.module_refuse.median(),
+                        w.lua_refuse.median(),
+                        w.cell_refuse.median(),
+                    )
                 };
-                let _ = writeln!(
+                let _ = write!(
                     s,
-                    "{:<16} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>10.1}x {:>11.2}x",
-                    label,
-                    w.window,
-                    m,
-                    l,
-                    incr,
-                    l / m,
-                    m / incr
+                    "{:<16} {:>9} {:>9.2} {:>9.2} {:>9.2}",
+                    label, w.window, m, l, incr
                 );
+                if cell {
+                    let _ = write!(s, " {c:>12.2}");
+                }
+                let _ = writeln!(s, " {:>10.1}x {:>11.2}x", l / m, m / incr);
             }
+        }
+        if cell {
+            let _ = writeln!(
+                s,
+                "(cl.throttle: redis-cell, no window; grant rows = its allowed path, refusal rows =\n\
+                 its refused path, measured in the same reps as each window's)"
+            );
         }
         if let Some((last, smaller)) = self.windows.split_last() {
             for w in smaller {
@@ -137,6 +220,14 @@ impl Report {
                 );
             }
         }
+        match &self.instructions {
+            Section::Measured(counts) => {
+                let _ = write!(s, "\n{}", counts.table());
+            }
+            Section::Skipped(why) => {
+                let _ = writeln!(s, "\nInstructions per call (callgrind): skipped, {why}");
+            }
+        }
         if let Some(t) = &self.throughput {
             let _ = writeln!(
                 s,
@@ -147,20 +238,31 @@ impl Report {
                  granted calls would never expire and the log would grow without bound)",
                 t.rounds, THROUGHPUT_WINDOW
             );
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "{:<9} {:>9} {:>12} {:>12} {:>12} {:>11} {:>12}",
-                "pipeline", "requests", "module", "lua", "incr", "module/lua", "module/incr"
+                "{:<9} {:>9} {:>12} {:>12} {:>12}",
+                "pipeline", "requests", "module", "lua", "incr"
             );
+            if cell {
+                let _ = write!(s, " {:>12}", "cl.throttle");
+            }
+            let _ = writeln!(s, " {:>11} {:>12}", "module/lua", "module/incr");
             for &pipeline in t.rps.keys() {
-                let _ = writeln!(
+                let _ = write!(
                     s,
-                    "{:<9} {:>9} {:>12.0} {:>12.0} {:>12.0} {:>10.2}x {:>11.2}x",
+                    "{:<9} {:>9} {:>12.0} {:>12.0} {:>12.0}",
                     pipeline,
                     t.requests[&pipeline],
                     t.median(pipeline, "module"),
                     t.median(pipeline, "lua"),
                     t.median(pipeline, "incr"),
+                );
+                if cell {
+                    let _ = write!(s, " {:>12.0}", t.median(pipeline, "cl.throttle"));
+                }
+                let _ = writeln!(
+                    s,
+                    " {:>10.2}x {:>11.2}x",
                     t.ratio(pipeline, "module", "lua"),
                     t.ratio(pipeline, "module", "incr")
                 );
@@ -204,8 +306,12 @@ impl Report {
         for t in self.targets() {
             let _ = writeln!(
                 s,
-                "  [{}] {:<50} want {:<17} got {}",
-                if t.holds { "ok  " } else { "MISS" },
+                "  [{}] {:<53} want {:<17} got {}",
+                match t.holds {
+                    Some(true) => "ok  ",
+                    Some(false) => "MISS",
+                    None => "n/a ",
+                },
                 t.name,
                 t.wanted,
                 t.measured
@@ -213,12 +319,15 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "\nMachine: {} CPUs, {}; {}; source {}; run took {:.0}s; \
+            "\nMachine: {} CPUs, {}; {}; source {}; {}run took {:.0}s; \
              CPU used by other processes before/during the run: {} / {}",
             self.machine.cpus,
             self.machine.cpu_model,
             self.machine.redis_version,
             self.machine.source,
+            self.cell
+                .as_ref()
+                .map_or(String::new(), |p| format!("redis-cell {}; ", p.display())),
             self.seconds,
             percent(self.busy.0),
             percent(self.busy.1)
@@ -255,6 +364,7 @@ impl Report {
                     grant: GrantJson {
                         module: round(mg, 4),
                         lua: round(lg, 4),
+                        cl_throttle: cell_median(&w.cell_grant),
                         lua_over_module: round(lg / mg, 3),
                         module_over_incr: round(mg / incr, 3),
                         module_samples: rounded(&w.module_grant.samples, 4),
@@ -263,6 +373,7 @@ impl Report {
                     refusal: RefusalJson {
                         module: round(mr, 4),
                         lua: round(lr, 4),
+                        cl_throttle: cell_median(&w.cell_refuse),
                         lua_over_module: round(lr / mr, 3),
                         module_over_incr: round(mr / incr, 3),
                     },
@@ -295,12 +406,17 @@ impl Report {
                         module: round(t.median(p, "module"), 0),
                         lua: round(t.median(p, "lua"), 0),
                         incr: round(t.median(p, "incr"), 0),
+                        cl_throttle: self
+                            .cell
+                            .as_ref()
+                            .map(|_| round(t.median(p, "cl.throttle"), 0)),
                         module_over_lua: round(t.ratio(p, "module", "lua"), 3),
                         module_over_incr: round(t.ratio(p, "module", "incr"), 3),
                         rounds: Rounds {
                             module: rounds("module"),
                             lua: rounds("lua"),
                             incr: rounds("incr"),
+                            cl_throttle: self.cell.as_ref().map(|_| rounds("cl.throttle")),
                         },
                     }
                 })
@@ -317,6 +433,13 @@ impl Report {
                 windows,
             },
             throughput,
+            instructions_per_call: match &self.instructions {
+                Section::Measured(counts) => InstructionsSection::Measured(counts.json()),
+                Section::Skipped(why) => InstructionsSection::Skipped {
+                    skipped: why.clone(),
+                },
+            },
+            redis_cell: self.cell.as_ref().map(|p| p.display().to_string()),
             worst_cases: self.worst.json(),
             memory: self.memory.json(),
             targets: self.targets(),
@@ -386,6 +509,11 @@ pub fn round(x: f64, places: i32) -> f64 {
     (x * scale).round() / scale
 }
 
+/// redis-cell's median, if it was measured.
+fn cell_median(cpu: &Cpu) -> Option<f64> {
+    (!cpu.samples.is_empty()).then(|| round(cpu.median(), 4))
+}
+
 fn rounded(v: &[f64], places: i32) -> Vec<f64> {
     v.iter().map(|&x| round(x, places)).collect()
 }
@@ -404,11 +532,22 @@ struct ReportJson<'a> {
     machine: &'a Machine,
     cpu_per_call: CpuPerCall,
     throughput: Option<ThroughputJson>,
+    instructions_per_call: InstructionsSection,
+    /// The redis-cell build measured beside the module (`$REDIS_CELL`), if any.
+    redis_cell: Option<String>,
     worst_cases: WorstJson,
     memory: &'a [memory::Row],
     targets: Vec<Target>,
     other_load: OtherLoad,
     seconds: f64,
+}
+
+/// Instructions per call (callgrind), or why they were not measured.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum InstructionsSection {
+    Measured(InstructionsJson),
+    Skipped { skipped: String },
 }
 
 #[derive(Serialize)]
@@ -441,6 +580,8 @@ struct WindowJson {
 struct GrantJson {
     module: f64,
     lua: f64,
+    /// redis-cell's allowed path, if measured.
+    cl_throttle: Option<f64>,
     lua_over_module: f64,
     module_over_incr: f64,
     module_samples: Vec<f64>,
@@ -451,6 +592,8 @@ struct GrantJson {
 struct RefusalJson {
     module: f64,
     lua: f64,
+    /// redis-cell's refused path, if measured.
+    cl_throttle: Option<f64>,
     lua_over_module: f64,
     module_over_incr: f64,
 }
@@ -490,6 +633,7 @@ struct PipelineJson {
     module: f64,
     lua: f64,
     incr: f64,
+    cl_throttle: Option<f64>,
     module_over_lua: f64,
     module_over_incr: f64,
     rounds: Rounds,
@@ -500,6 +644,7 @@ struct Rounds {
     module: Vec<f64>,
     lua: Vec<f64>,
     incr: Vec<f64>,
+    cl_throttle: Option<Vec<f64>>,
 }
 
 #[derive(Serialize)]

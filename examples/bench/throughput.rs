@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use redis::{Connection, Value};
 
+use crate::cell;
 use crate::limiter::{check_steady, delete, fill_window, keys, set_clock, Ids};
 use crate::measure::median;
 use crate::server::Server;
@@ -26,7 +27,8 @@ pub struct Throughput {
     pub counters: Option<(u64, u64)>,
 }
 
-const TARGETS: [&str; 3] = ["module", "lua", "incr"];
+/// The targets, in the order each round runs them; "cl.throttle" only with redis-cell loaded.
+const TARGETS: [&str; 4] = ["module", "lua", "incr", "cl.throttle"];
 
 #[allow(clippy::too_many_arguments)]
 pub fn run(
@@ -37,6 +39,7 @@ pub fn run(
     plan: &Plan,
     clock: &mut i64,
     ids: &mut Ids,
+    with_cell: bool,
 ) -> Res<Throughput> {
     let name = "bench:throughput";
     *clock += 1;
@@ -49,6 +52,13 @@ pub fn run(
     lua_cmd.extend(keys.iter().cloned());
     lua_cmd.extend(["1".into(), now, "0123456789abcdef".into()]);
     let incr_cmd: Vec<String> = vec!["INCR".into(), "bench:counter".into()];
+    // redis-cell on its refused path too (cell.rs): a used-up burst, one call a day.
+    let cell_cmd: Vec<String> = cell::REFUSED.iter().map(|a| a.to_string()).collect();
+    let commands = [&module_cmd, &lua_cmd, &incr_cmd, &cell_cmd];
+    let runs = if with_cell { 4 } else { 3 };
+    if with_cell {
+        cell::calls(con, &cell::REFUSED, 1, true)?;
+    }
     // Each command must take the refusal path (module, Lua) or succeed (INCR) before we time it:
     // redis-benchmark would happily time error replies.
     for cmd in [&module_cmd, &lua_cmd] {
@@ -72,8 +82,8 @@ pub fn run(
         };
         requests.insert(pipeline, n);
         for _ in 0..plan.rounds {
-            for (target, cmd) in TARGETS.iter().zip([&module_cmd, &lua_cmd, &incr_cmd]) {
-                print!("redis-benchmark -c {CLIENTS} -P {pipeline:>2} -n {n}: {target:<6} ... ");
+            for (target, cmd) in TARGETS.iter().zip(commands).take(runs) {
+                print!("redis-benchmark -c {CLIENTS} -P {pipeline:>2} -n {n}: {target:<11} ... ");
                 flush();
                 let rps = redis_benchmark(tool, server.port, pipeline, n, cmd)?;
                 println!("{rps:>10.0} req/s");
@@ -84,6 +94,9 @@ pub fn run(
     // Nothing was granted: the log still holds exactly the window it was filled with, and the
     // module's own counters (INFO ratelimit) saw only refusals.
     check_steady(con, name, THROUGHPUT_WINDOW)?;
+    if with_cell {
+        cell::calls(con, &cell::REFUSED, 1, true)?;
+    }
     let after = module_counters(con)?;
     let module_requests: usize = requests.values().map(|n| n * plan.rounds).sum();
     let counters = match (before, after) {
