@@ -29,7 +29,7 @@ use crate::ffi::events::{self, DatasetWatcher, KeyWatcher};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
-use crate::limiter::Outcome;
+use crate::limiter::{Outcome, Reset};
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
 use crate::stats;
 use crate::store::{self, Creation, Limiter, Turn};
@@ -74,6 +74,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
         now,
         turn,
         request.create.as_ref(),
+        Reset::NotWanted,
     )?;
     let wait = match verdict.outcome {
         Outcome::Acquired => {
@@ -189,6 +190,7 @@ fn serve(ctx: &Context, queue: QueueId) {
                 clock::now_ms(),
                 Turn::FirstInLine,
                 None,
+                Reset::NotWanted,
             )
         });
         let served = match result.map(|verdict| verdict.outcome) {

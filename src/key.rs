@@ -229,6 +229,28 @@ impl<'c, M: OpenMode> Key<'c, M> {
         }
     }
 
+    /// Whether a zset has a member in a score span, found without reading one. Missing or of
+    /// another type: false.
+    pub fn any_in(&self, span: Span) -> bool {
+        if self.kind() != Kind::ZSet {
+            return false;
+        }
+        let (min, max, min_ex, max_ex) = bounds(span);
+        // SAFETY: a zset key; the range is stopped at once.
+        let started = unsafe {
+            call(raw::RedisModule_ZsetFirstInScoreRange, |f| {
+                f(self.ptr, min, max, min_ex, max_ex)
+            })
+        };
+        if started != Some(raw::REDISMODULE_OK as c_int) {
+            return false;
+        }
+        let _stop = RangeGuard(self.ptr);
+        // SAFETY: the range iterator is active on this key.
+        let ended = unsafe { call(raw::RedisModule_ZsetRangeEndReached, |f| f(self.ptr)) };
+        ended == Some(0)
+    }
+
     /// The number of members of a zset (0 if missing or of another type). O(1).
     pub fn zcard(&self) -> usize {
         if self.kind() != Kind::ZSet {

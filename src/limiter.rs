@@ -91,6 +91,19 @@ pub trait PermitLog {
 
     /// The score of the newest entry in `span`, without decoding its permits.
     fn newest_score(&self, span: Span) -> Result<Option<i64>, Self::Error>;
+
+    /// Whether `span` holds any entry: a log may answer without reading one.
+    fn any_in(&self, span: Span) -> Result<bool, Self::Error> {
+        Ok(self.newest_score(span)?.is_some())
+    }
+}
+
+/// Whether the caller uses an acquisition's `reset_after`. Only then does a refusal read the
+/// newest live entry (a grant always does): TRYACQUIRE and ACQUIRE reply the wait alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reset {
+    Wanted,
+    NotWanted,
 }
 
 /// The result of an acquisition attempt.
@@ -123,7 +136,8 @@ pub struct Acquire {
     /// Permits a new request could take right after this plan is applied (may be negative while
     /// a lowered rate is paid off).
     pub available_after: i64,
-    /// Milliseconds until every permit logged after this plan has expired; 0 if none is.
+    /// Milliseconds until every permit logged after this plan has expired; 0 if none is, and
+    /// on a refusal asked for with [`Reset::NotWanted`].
     pub reset_after: i64,
     /// What is stored and logged before the plan, for [`Acquire::without_grant`].
     stored: Option<i64>,
@@ -205,11 +219,24 @@ struct Refreshed {
     /// Permits available now: the stored value once expired entries are added back, or the
     /// rate less the permits logged. Negative while a lowered rate's debt is paid off.
     available: i64,
-    /// The newest entry still counting, if any.
-    newest_live: Option<i64>,
+    /// Whether any entry still counts. The newest one is read only when needed.
+    any_live: bool,
 }
 
 impl Refreshed {
+    fn any_live(&self) -> bool {
+        self.any_live
+    }
+
+    /// The score of the newest live entry, read from the log.
+    fn newest_live<L: PermitLog>(&self, log: &L) -> Result<Option<i64>, L::Error> {
+        if self.any_live {
+            newest(log, Span::After(self.cutoff))
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Permits the live entries hold, as the value accounts for them.
     fn live(&self, config: &Config) -> i64 {
         config.rate.saturating_sub(self.available)
@@ -228,8 +255,7 @@ fn refresh<L: PermitLog>(
     now: i64,
 ) -> Result<Refreshed, L::Error> {
     let cutoff = now.saturating_sub(config.interval);
-    let newest_live = newest(log, Span::After(cutoff))?;
-    if newest_live.is_none() {
+    if !log.any_in(Span::After(cutoff))? {
         let prune = if log.entry_count()? > 0 {
             Prune::All
         } else {
@@ -239,7 +265,7 @@ fn refresh<L: PermitLog>(
             cutoff,
             prune,
             available: config.rate,
-            newest_live,
+            any_live: false,
         });
     }
     let (expired_entries, expired_permits) = sum(log, Span::UpTo(cutoff))?;
@@ -266,7 +292,7 @@ fn refresh<L: PermitLog>(
             Prune::Nothing
         },
         available,
-        newest_live,
+        any_live: true,
     })
 }
 
@@ -277,13 +303,15 @@ pub fn try_acquire<L: PermitLog>(
     log: &L,
     now: i64,
     permits: u32,
+    reset: Reset,
 ) -> Result<Acquire, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let wanted = i64::from(permits);
     let available = state.available;
     if available >= wanted {
         let score = config.entry_score(now);
-        let newest = state.newest_live.map_or(score, |t| t.max(score));
+        let newest_live = state.newest_live(log)?;
+        let newest = newest_live.map_or(score, |t| t.max(score));
         return Ok(Acquire {
             outcome: Outcome::Acquired,
             prune: state.prune,
@@ -292,14 +320,18 @@ pub fn try_acquire<L: PermitLog>(
             available_after: available - wanted,
             reset_after: free_in(newest, now, config.interval),
             stored,
-            newest_live: state.newest_live,
+            newest_live,
         });
     }
     // Live entries that can never cover the request (the value was lowered by hand): the
     // request fits once the log is empty, when the rate is available again.
     let wait = match wait_until_free(log, config, &state, wanted, now)? {
         Some(ms) => ms,
-        None => wait_until_empty(&state, now, config.interval),
+        None => wait_until_empty(state.newest_live(log)?, now, config.interval),
+    };
+    let newest_live = match reset {
+        Reset::Wanted => state.newest_live(log)?,
+        Reset::NotWanted => None,
     };
     Ok(Acquire {
         outcome: Outcome::Wait(wait),
@@ -307,11 +339,9 @@ pub fn try_acquire<L: PermitLog>(
         append: None,
         value: value_to_write(stored, available, false),
         available_after: available,
-        reset_after: state
-            .newest_live
-            .map_or(0, |t| free_in(t, now, config.interval)),
+        reset_after: newest_live.map_or(0, |t| free_in(t, now, config.interval)),
         stored,
-        newest_live: state.newest_live,
+        newest_live,
     })
 }
 
@@ -325,7 +355,7 @@ pub fn status<L: PermitLog>(
 ) -> Result<(i64, i64), L::Error> {
     let state = refresh(config, stored, log, now)?;
     let reset = state
-        .newest_live
+        .newest_live(log)?
         .map_or(0, |t| free_in(t, now, config.interval));
     Ok((state.available, reset))
 }
@@ -353,7 +383,7 @@ pub fn release<L: PermitLog>(
 ) -> Result<Release, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let live = state.live(config);
-    if state.newest_live.is_some() && live > 0 && i64::from(permits) >= live {
+    if state.any_live() && live > 0 && i64::from(permits) >= live {
         return Ok(Release {
             released: live,
             prune: Prune::All,
@@ -365,7 +395,7 @@ pub fn release<L: PermitLog>(
     let mut remaining = permits;
     let mut remove_newest = 0;
     let mut shrink_newest_to = None;
-    if state.newest_live.is_some() {
+    if state.any_live() {
         log.scan(
             Span::After(state.cutoff),
             Order::NewestFirst,
@@ -522,8 +552,8 @@ fn oldest_covering<L: PermitLog>(log: &L, cutoff: i64, need: i64) -> Result<Opti
 }
 
 /// The wait until every live entry has expired (at least 1; the interval for an empty log).
-fn wait_until_empty(state: &Refreshed, now: i64, interval: i64) -> i64 {
-    match state.newest_live {
+fn wait_until_empty(newest_live: Option<i64>, now: i64, interval: i64) -> i64 {
+    match newest_live {
         Some(score) => free_in(score, now, interval),
         None => interval.max(1),
     }
@@ -655,10 +685,34 @@ mod tests {
     }
 
     fn acquire(cfg: &Config, value: Option<i64>, log: &MemLog, now: i64, n: u32) -> Acquire {
-        match try_acquire(cfg, value, log, now, n) {
+        match try_acquire(cfg, value, log, now, n, Reset::Wanted) {
             Ok(plan) => plan,
             Err(never) => match never {},
         }
+    }
+
+    #[test]
+    fn a_refusal_reads_the_newest_entry_only_for_a_caller_that_wants_reset_after() {
+        let cfg = overall(2, 1000);
+        let log = MemLog::with(&[(5_000, 1), (5_400, 1)]);
+        let run = |reset| match try_acquire(&cfg, Some(0), &log, 5_500, 1, reset) {
+            Ok(plan) => plan,
+            Err(never) => match never {},
+        };
+        let wanted = run(Reset::Wanted);
+        let not_wanted = run(Reset::NotWanted);
+        assert_eq!(wanted.outcome, Outcome::Wait(500));
+        assert_eq!(wanted.reset_after, 900, "free at 5400 + 1000");
+        assert_eq!(not_wanted.reset_after, 0);
+        assert_eq!(
+            Acquire {
+                reset_after: 0,
+                newest_live: None,
+                ..wanted
+            },
+            not_wanted,
+            "the same plan otherwise"
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ use crate::error::Error;
 use crate::ffi::events::{self, KeyWatcher};
 use crate::key::{Access, Effect, FieldName, Key, Kind, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
-use crate::limiter::{self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Span};
+use crate::limiter::{
+    self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Reset, Span,
+};
 use crate::migration;
 use crate::queue::{self, StateId};
 
@@ -324,11 +326,12 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         now: i64,
         turn: Turn,
         create: Option<&Creation>,
+        reset: Reset,
     ) -> Result<Verdict, Error>
     where
         M: Writable,
     {
-        let attempt = self.attempt(client, permits, now, turn, create)?;
+        let attempt = self.attempt(client, permits, now, turn, create, reset)?;
         self.commit(&attempt, true)
     }
 
@@ -341,6 +344,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         now: i64,
         turn: Turn,
         create: Option<&Creation>,
+        reset: Reset,
     ) -> Result<Attempt<'c, M>, Error>
     where
         M: Writable,
@@ -371,7 +375,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
                 let (available, reset_after) = limiter::status(&config, stored, &state, now)?;
                 Acquire::waiting(wait, available, reset_after)
             }
-            None => limiter::try_acquire(&config, stored, &state, now, permits)?,
+            None => limiter::try_acquire(&config, stored, &state, now, permits, reset)?,
         };
         Ok(Attempt {
             config,
@@ -916,6 +920,10 @@ impl<M: OpenMode> PermitLog for State<'_, M> {
         })
     }
 
+    fn any_in(&self, span: Span) -> Result<bool, Error> {
+        Ok(self.permits.any_in(span))
+    }
+
     fn newest_score(&self, span: Span) -> Result<Option<i64>, Error> {
         let mut newest = None;
         self.permits
@@ -1011,7 +1019,7 @@ fn hint<M: OpenMode>(
         .min(rate)
         .min(u64::from(u32::MAX)) as u32;
     Ok(
-        match limiter::try_acquire(config, stored, state, now, wanted)?.outcome {
+        match limiter::try_acquire(config, stored, state, now, wanted, Reset::NotWanted)?.outcome {
             Outcome::Wait(ms) => ms,
             Outcome::Acquired => 1,
         },

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult, RedisValue};
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, parse_acquisition, reply_verdict, Acquisition};
 use crate::error::Error;
+use crate::limiter::Reset;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.allow",
@@ -25,7 +26,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
-    let verdict = acquire_now(ctx, &request)?;
+    let verdict = acquire_now(ctx, &request, Reset::Wanted)?;
     reply_verdict(ctx, &verdict, None);
     Ok(RedisValue::NoReply)
 }

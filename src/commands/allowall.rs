@@ -11,7 +11,7 @@ use crate::clock;
 use crate::error::Error;
 use crate::ffi::command;
 use crate::key::Write;
-use crate::limiter::Outcome;
+use crate::limiter::{Outcome, Reset};
 use crate::stats;
 use crate::store::{Limiter, Turn, Verdict};
 
@@ -100,6 +100,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
                     now,
                     Turn::BehindWaiters,
                     None,
+                    Reset::Wanted,
                 )
                 .map_err(|e| e.of_limiter(key))
         })

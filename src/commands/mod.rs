@@ -22,7 +22,7 @@ use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::limiter::{Mode, Outcome};
+use crate::limiter::{Mode, Outcome, Reset};
 use crate::stats;
 use crate::store::{Creation, Limiter, Turn, Verdict};
 
@@ -122,7 +122,7 @@ pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Er
 
 /// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
 /// `INFO ratelimit`.
-fn acquire_now(ctx: &Context, request: &Acquisition<'_>) -> Result<Verdict, Error> {
+fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result<Verdict, Error> {
     let limiter = Limiter::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
@@ -130,6 +130,7 @@ fn acquire_now(ctx: &Context, request: &Acquisition<'_>) -> Result<Verdict, Erro
         clock::now_ms(),
         Turn::BehindWaiters,
         request.create.as_ref(),
+        reset,
     )?;
     stats::add(match verdict.outcome {
         Outcome::Acquired => &stats::ACQUIRED,

@@ -5,6 +5,7 @@ use redis_module::{Context, RedisResult};
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, outcome_reply, parse_acquisition, Acquisition};
 use crate::error::Error;
+use crate::limiter::Reset;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",
@@ -23,7 +24,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
-    let verdict = acquire_now(ctx, &request)?;
+    let verdict = acquire_now(ctx, &request, Reset::NotWanted)?;
     Ok(outcome_reply(verdict.outcome))
 }
 
