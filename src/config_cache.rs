@@ -10,6 +10,10 @@
 //! entry: the configuration does not include the TTL, and a keep-alive limiter refreshes its
 //! TTL on every call.
 //!
+//! An entry also keeps the limiter's key names as server strings (the hash and the OVERALL
+//! state's value and permits), so a call on a known limiter makes none: it takes another
+//! reference to each.
+//!
 //! Bounded: a fixed table of [`SLOTS`] entries indexed by a hash of the database and the name;
 //! a new entry takes its slot from whatever held it.
 
@@ -17,6 +21,10 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use redis_module::{Context, RedisString};
+
+use crate::ffi::key::KeptString;
+use crate::keyspace::StateKeys;
 use crate::limiter::Config;
 
 /// Entries kept at most: enough for the limiters a server is busy with at once, at about 100
@@ -32,6 +40,37 @@ struct Entry {
     /// The hash's field count when it was read.
     fields: usize,
     config: Config,
+    /// None where the server cannot make strings (unit tests).
+    names: Option<Names>,
+}
+
+/// A limiter's key names as server strings.
+struct Names {
+    hash: KeptString,
+    value: KeptString,
+    permits: KeptString,
+}
+
+impl Names {
+    fn of(name: &[u8]) -> Option<Names> {
+        let state = StateKeys::overall(name);
+        Some(Names {
+            hash: KeptString::new(name)?,
+            value: KeptString::new(&state.value)?,
+            permits: KeptString::new(&state.permits)?,
+        })
+    }
+}
+
+/// What is known of a limiter: its configuration if its hash still has `fields` fields, and
+/// references to its key names for the command at hand.
+pub struct Known {
+    pub config: Config,
+    pub fields: usize,
+    pub hash: Option<RedisString>,
+    /// The OVERALL state's keys.
+    pub value: Option<RedisString>,
+    pub permits: Option<RedisString>,
 }
 
 /// Empty until the first entry is kept.
@@ -66,12 +105,19 @@ fn slot(db: i32, name: &[u8]) -> usize {
     (hash >> 52) as usize % SLOTS
 }
 
-/// The configuration kept for `name` in `db`, if its hash still has `fields` fields.
-pub fn lookup(db: i32, name: &[u8], fields: usize) -> Option<Config> {
+/// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command.
+pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     let table = table();
     match table.get(slot(db, name)) {
-        Some(Some(entry)) if entry.db == db && entry.fields == fields && *entry.name == *name => {
-            Some(entry.config)
+        Some(Some(entry)) if entry.db == db && *entry.name == *name => {
+            let names = entry.names.as_ref();
+            Some(Known {
+                config: entry.config,
+                fields: entry.fields,
+                hash: names.and_then(|n| n.hash.hold(ctx)),
+                value: names.and_then(|n| n.value.hold(ctx)),
+                permits: names.and_then(|n| n.permits.hold(ctx)),
+            })
         }
         _ => None,
     }
@@ -83,6 +129,7 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config) {
     if name.len() > MAX_NAME {
         return;
     }
+    let names = Names::of(name);
     let mut table = table();
     if table.is_empty() {
         table.resize_with(SLOTS, || None);
@@ -93,6 +140,7 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config) {
             name: name.into(),
             fields,
             config,
+            names,
         });
     }
 }
@@ -127,6 +175,13 @@ pub fn keeps_config(event: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::limiter::Mode;
+
+    /// The configuration kept, if its hash has `fields` fields (what the store checks).
+    fn lookup(db: i32, name: &[u8], fields: usize) -> Option<Config> {
+        super::lookup(&Context::dummy(), db, name)
+            .filter(|known| known.fields == fields)
+            .map(|known| known.config)
+    }
 
     fn config(rate: i64) -> Config {
         Config {

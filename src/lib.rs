@@ -7,13 +7,12 @@
 //! key access; `Key::apply` is the one place writes are made, replicated and notified) /
 //! `migration` (slot-migration checks in cluster mode) / `limiter` (the pure sliding log) /
 //! `keyspace` (names and member bytes) / `queue` (the waiters' bookkeeping) / `stats` (INFO
-//! counters) -> `args`, `error`, `clock` -> `ffi` (the server's C API behind small safe functions
-//! and the callbacks the server calls, which reach up through traits its callers implement: the
-//! one module with unsafe code, importing none of the others; `key` and `store` keep their raw
-//! key access until it moves there).
+//! counters) / `config_cache` (configurations kept between calls) -> `args`, `error`, `clock` ->
+//! `ffi` (the server's C API behind small safe functions, raw key access included, and the
+//! callbacks the server calls, which reach up through traits its callers implement: the one
+//! module with unsafe code, importing none of the others).
 
-// Unsafe code lives in `ffi` (and in `key` and `store` until their FFI moves there), where every
-// block says why it is sound.
+// Unsafe code lives in `ffi` alone, where every block says why it is sound.
 #![deny(unsafe_code)]
 
 // Public only so that the fuzz targets (fuzz/) can reach the parsers and the member decoder.
@@ -25,17 +24,12 @@ mod config_cache;
 pub mod error;
 #[allow(unsafe_code)]
 mod ffi;
-// Raw key access: its FFI moves into `ffi` next, and this allowance goes with it.
-#[allow(unsafe_code)]
 mod key;
 pub mod keyspace;
 pub mod limiter;
 mod migration;
 mod queue;
 mod stats;
-// Opens keys and reads the selected database through the raw API: its FFI moves into `ffi` next,
-// and this allowance goes with it.
-#[allow(unsafe_code)]
 mod store;
 
 use std::os::raw::c_int;

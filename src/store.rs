@@ -11,10 +11,12 @@ use redis_module::{raw, Context, ContextFlags, RedisString};
 
 use crate::args;
 use crate::clock;
-use crate::config_cache;
+use crate::config_cache::{self, Known};
 use crate::error::Error;
+use crate::ffi::acl::User;
 use crate::ffi::events::{self, KeyWatcher};
-use crate::key::{Access, Effect, FieldName, Key, Kind, OpenMode, Writable};
+use crate::ffi::server;
+use crate::key::{Access, Effect, Key, Kind, OpenMode, StaticString, Writable};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{
     self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Reset, Span,
@@ -33,6 +35,8 @@ pub struct Limiter<'c, M: OpenMode> {
     hash: Key<'c, M>,
     caller: Caller,
     db: i32,
+    /// What was kept of this limiter (see [`config_cache`]), if anything.
+    known: Option<Known>,
 }
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
@@ -63,13 +67,13 @@ struct Fields {
     precision: Option<RedisString>,
 }
 
-/// The hash's field names, as strings made once (see [`FieldName`]).
-static FIELD_NAMES: [FieldName; 5] = [
-    FieldName::new(keyspace::FIELD_RATE),
-    FieldName::new(keyspace::FIELD_INTERVAL),
-    FieldName::new(keyspace::FIELD_TYPE),
-    FieldName::new(keyspace::FIELD_KEEP_ALIVE),
-    FieldName::new(keyspace::FIELD_PRECISION),
+/// The hash's field names, as strings made once (see [`StaticString`]).
+static FIELD_NAMES: [StaticString; 5] = [
+    StaticString::new(keyspace::FIELD_RATE.to_bytes()),
+    StaticString::new(keyspace::FIELD_INTERVAL.to_bytes()),
+    StaticString::new(keyspace::FIELD_TYPE.to_bytes()),
+    StaticString::new(keyspace::FIELD_KEEP_ALIVE.to_bytes()),
+    StaticString::new(keyspace::FIELD_PRECISION.to_bytes()),
 ];
 
 /// What SETRATE was asked to do; built by `commands::setrate`.
@@ -173,18 +177,24 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
     /// context that has no user of its own: its ACL was checked when it blocked.
     pub fn open_for_waiter(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Caller(std::ptr::null_mut()))
+        Self::open_as(ctx, name, Caller(None))
     }
 
     fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
-        let hash = Key::open(ctx, name);
+        let db = selected_db(ctx);
+        let mut known = config_cache::lookup(ctx, db, name);
+        let hash = match known.as_mut().and_then(|known| known.hash.take()) {
+            Some(string) => Key::open_named(ctx, string),
+            None => Key::open(ctx, name),
+        };
         expect_kind(&hash, Kind::Hash)?;
         Ok(Limiter {
             ctx,
             name,
             hash,
             caller,
-            db: selected_db(ctx),
+            db,
+            known,
         })
     }
 
@@ -193,10 +203,34 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
     /// state split from its hash by a slot migration.
     fn open_state(&self, keys: &StateKeys) -> Result<State<'c, M>, Error> {
-        let value = Key::open(self.ctx, &keys.value);
+        self.check_state(Key::open(self.ctx, &keys.value), || {
+            Key::open(self.ctx, &keys.permits)
+        })
+    }
+
+    /// The OVERALL state's keys, opened with the names kept for them if there are.
+    fn open_overall(&self) -> Result<State<'c, M>, Error> {
+        let kept = self.known.as_ref().and_then(|known| {
+            let value = known.value.as_ref()?.safe_clone(self.ctx);
+            let permits = known.permits.as_ref()?.safe_clone(self.ctx);
+            Some((value, permits))
+        });
+        match kept {
+            Some((value, permits)) => self.check_state(Key::open_named(self.ctx, value), || {
+                Key::open_named(self.ctx, permits)
+            }),
+            None => self.open_state(&StateKeys::overall(self.name)),
+        }
+    }
+
+    fn check_state(
+        &self,
+        value: Key<'c, M>,
+        permits: impl FnOnce() -> Key<'c, M>,
+    ) -> Result<State<'c, M>, Error> {
         self.caller.check(&value)?;
         expect_kind(&value, Kind::String)?;
-        let permits = Key::open(self.ctx, &keys.permits);
+        let permits = permits();
         self.caller.check(&permits)?;
         expect_kind(&permits, Kind::ZSet)?;
         migration::refuse_split(self.ctx, self.name, &[&self.hash, &value, &permits])?;
@@ -210,8 +244,8 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
-        if let Some(config) = config_cache::lookup(self.db, self.name, fields) {
-            return Ok(Some(config));
+        if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
+            return Ok(Some(known.config));
         }
         let config = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
@@ -310,12 +344,13 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
 
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
     pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
-        let keys = match (config.mode, client) {
-            (Mode::Overall, _) => StateKeys::overall(self.name),
-            (Mode::PerClient, Some(client)) => StateKeys::client(self.name, client),
-            (Mode::PerClient, None) => return Err(Error::ClientRequired),
-        };
-        self.open_state(&keys)
+        match (config.mode, client) {
+            (Mode::Overall, _) => self.open_overall(),
+            (Mode::PerClient, Some(client)) => {
+                self.open_state(&StateKeys::client(self.name, client))
+            }
+            (Mode::PerClient, None) => Err(Error::ClientRequired),
+        }
     }
 
     /// TRYACQUIRE: take `permits` now or say how long to wait.
@@ -935,70 +970,23 @@ impl<M: OpenMode> PermitLog for State<'_, M> {
     }
 }
 
-/// The user running the command, for ACL checks on derived keys. Null when the context has no
+/// The user running the command, for ACL checks on derived keys. None when the context has no
 /// user (a module timer, for instance): those run on behalf of a command already checked.
-struct Caller(*mut raw::RedisModuleUser);
+struct Caller(Option<User>);
 
 impl Caller {
     fn current(ctx: &Context) -> Self {
-        // SAFETY: both calls accept any context/string and may return NULL; the name is freed here.
-        unsafe {
-            let (Some(user_name), Some(lookup), Some(free)) = (
-                raw::RedisModule_GetCurrentUserName,
-                raw::RedisModule_GetModuleUserFromUserName,
-                raw::RedisModule_FreeString,
-            ) else {
-                return Caller(std::ptr::null_mut());
-            };
-            let name = user_name(ctx.ctx);
-            if name.is_null() {
-                return Caller(std::ptr::null_mut());
-            }
-            let user = lookup(name);
-            free(ctx.ctx, name);
-            Caller(user)
-        }
+        Caller(User::current(ctx))
     }
 
     fn check<M: OpenMode>(&self, key: &Key<'_, M>) -> Result<(), Error> {
-        // SAFETY: the API pointer is written once, by RedisModule_Init at load.
-        let Some(check) = (unsafe { raw::RedisModule_ACLCheckKeyPermissions }) else {
-            return Ok(());
-        };
-        if self.0.is_null() {
-            return Ok(());
-        }
-        let flags = match M::ACCESS {
-            Access::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
-            Access::Write => raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
-        };
-        // SAFETY: a live user handle and a key name string owned by `key`.
-        let status = unsafe {
-            check(
-                self.0,
-                key.name_string().inner,
-                flags as std::os::raw::c_int,
-            )
-        };
-        if status == raw::REDISMODULE_OK as std::os::raw::c_int {
-            Ok(())
-        } else {
-            Err(Error::NoPermission {
-                key: key.name().to_vec(),
-            })
-        }
-    }
-}
-
-impl Drop for Caller {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: the handle came from GetModuleUserFromUserName and is freed once.
-            unsafe {
-                if let Some(free) = raw::RedisModule_FreeModuleUser {
-                    free(self.0);
-                }
+        match &self.0 {
+            Some(user) if !user.may_access(key.name_string(), M::ACCESS == Access::Write) => {
+                Err(Error::NoPermission {
+                    key: key.name().to_vec(),
+                })
             }
+            _ => Ok(()),
         }
     }
 }
@@ -1115,8 +1103,7 @@ impl KeyWatcher for KeptConfigs {
 
 /// The database the context has selected.
 pub fn selected_db(ctx: &Context) -> i32 {
-    // SAFETY: GetSelectedDb accepts any context.
-    unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
+    server::selected_db(ctx)
 }
 
 fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: Kind) -> Result<(), Error> {

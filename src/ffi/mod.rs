@@ -8,8 +8,10 @@
 //! [`blocked::Blocker`], [`events::Watcher`]): dispatched statically, so nothing is registered
 //! or allocated at run time, and this module imports no layer above it.
 
+pub(crate) mod acl;
 pub(crate) mod blocked;
 pub(crate) mod command;
 pub(crate) mod events;
+pub(crate) mod key;
 pub(crate) mod server;
 pub(crate) mod timer;

@@ -27,3 +27,9 @@ pub(crate) fn select_db(ctx: &Context, db: i32) {
         }
     }
 }
+
+/// The database the context has selected.
+pub(crate) fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: GetSelectedDb accepts any module context.
+    unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
+}
