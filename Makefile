@@ -24,9 +24,10 @@ MODULE_RELEASE := target/release/libratelimit.so
 ##   c++            build-essential: .ci/fetch-redis8 and .ci/fetch-valkey build Redis and Valkey
 ##                  (C, and C++ for fast_float)
 ##   dpkg-source    dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
+##   xz             xz-utils: .ci/fetch-valkey unpacks Debian's .orig.tar.xz (dpkg-dev brings it too)
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
 RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
-TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev \
+TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev xz=xz-utils \
 	javac=default-jdk-headless mvn=maven
 
 ## ls fails when any one of its globs matches nothing, so its output is what counts.
