@@ -2,7 +2,7 @@
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
 #   make deps-examples  the HTTP middleware examples' packages (examples/middleware), pinned
-#   make test-valkey  the same tests against Valkey 8.0
+#   make test-valkey  the same tests against Valkey 8.1, built from Debian's source package
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
@@ -20,14 +20,15 @@ MODULE_RELEASE := target/release/libratelimit.so
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
 ##   cc             build-essential: the linker cargo calls
 ##   libclang       libclang-dev: bindgen (redis-module's build) loads libclang.so or libclang-N.so
-##   redis-server   redis-server: the server of `make run` and `make test`; it also brings the
-##                  libraries that .ci/fetch-valkey's Valkey links
+##   redis-server   redis-server: the server of `make run` and `make test`
 ## and for the tests on other servers and clients:
-##   c++            build-essential: .ci/fetch-redis8 builds Redis (C, and C++ for fast_float)
+##   c++            build-essential: .ci/fetch-redis8 and .ci/fetch-valkey build Redis and Valkey
+##                  (C, and C++ for fast_float)
 ##   dpkg-source    dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
+##   xz             xz-utils: .ci/fetch-valkey unpacks Debian's .orig.tar.xz (dpkg-dev brings it too)
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
 RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
-TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev \
+TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev xz=xz-utils \
 	javac=default-jdk-headless mvn=maven
 
 ## ls fails when any one of its globs matches nothing, so its output is what counts.
@@ -117,7 +118,8 @@ test-redisson: build deps-java
 		END { printf "\nredisson interop: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", n, f, e, s }'; \
 	exit $$rc
 
-## The same suite against Valkey 8.0 (Debian bookworm-backports), unpacked under target/valkey.
+## The same suite against Valkey 8.1 (the upstream tarball of Debian trixie's source package),
+## built under target/valkey81 the first time (about 2 minutes on 2 cores).
 test-valkey: deps build deps-examples
 	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
@@ -466,6 +467,13 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
     // Redis 7.4 and Valkey 8.
     let categories = valkey || version >= (7, 2);
     let own = valkey || version >= (7, 4);
+    // `ACL CAT <category>` skipped module commands (while ACL rules applied their categories)
+    // until Redis 8.0 (redis/redis#13489) and Valkey 8.1 (valkey-io/valkey#1140).
+    let listed = if valkey {
+        version >= (8, 1)
+    } else {
+        version >= (8, 0)
+    };
     let expected = [
         ("ratelimit.setrate", "@write @slow"),
         ("ratelimit.tryacquire", "@write @slow"),
@@ -482,7 +490,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
     ];
     for (name, usual) in expected {
         let info: Vec<Vec<Value>> = line(&mut con, &format!("COMMAND INFO {name}")).unwrap();
-        let got: std::collections::BTreeSet<String> = match info[0].get(6) {
+        let got: BTreeSet<String> = match info[0].get(6) {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|v| match v {
@@ -493,7 +501,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
                 .collect(),
             other => panic!("{name}: {other:?}"),
         };
-        let mut want: std::collections::BTreeSet<String> = if categories {
+        let mut want: BTreeSet<String> = if categories {
             usual.split_whitespace().map(str::to_string).collect()
         } else {
             Default::default()
@@ -502,6 +510,43 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
             want.insert("@ratelimit".into());
         }
         assert_eq!(got, want, "{name} on {version:?}");
+    }
+    if listed {
+        let registered: BTreeSet<String> =
+            line(&mut con, "COMMAND LIST FILTERBY MODULE ratelimit").unwrap();
+        let names: BTreeSet<String> = expected.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(
+            registered, names,
+            "the table above names every registered command"
+        );
+        let all: Vec<String> = line(&mut con, "ACL CAT ratelimit").unwrap();
+        assert_eq!(all.len(), registered.len(), "{all:?} on {version:?}");
+        assert_eq!(all.into_iter().collect::<BTreeSet<_>>(), registered);
+        // The usual categories list exactly the module commands that carry them.
+        for category in [
+            "read",
+            "write",
+            "fast",
+            "slow",
+            "blocking",
+            "keyspace",
+            "admin",
+            "dangerous",
+        ] {
+            let tag = format!("@{category}");
+            let want: BTreeSet<String> = expected
+                .iter()
+                .filter(|(_, usual)| usual.split_whitespace().any(|c| c == tag))
+                .map(|(n, _)| n.to_string())
+                .collect();
+            assert!(!want.is_empty(), "{tag} is no command's category");
+            let listing: Vec<String> = line(&mut con, &format!("ACL CAT {category}")).unwrap();
+            let got: BTreeSet<String> = listing
+                .into_iter()
+                .filter(|n| n.starts_with("ratelimit."))
+                .collect();
+            assert_eq!(got, want, "{tag} on {version:?}");
+        }
     }
     if !categories {
         return;

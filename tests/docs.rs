@@ -53,7 +53,7 @@ const UNCHECKED: &[(&str, &str, &str)] = &[
     (
         "docs/operations.md",
         "COMMAND DOCS ratelimit.acquire",
-        "COMMAND DOCS differs by server: Valkey adds a display_text to every argument",
+        "COMMAND DOCS differs by server: Redis 7.2+ and Valkey add a display_text to every argument",
     ),
 ];
 
