@@ -352,18 +352,34 @@ impl DatasetWatcher for Waiters {
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
 
 /// Subscribes to keyspace events the first time a client blocks, so a server that never uses
-/// ACQUIRE pays nothing for them. (Whole-database changes are subscribed to at load.)
+/// ACQUIRE pays nothing for them: writes to the watched keys, and keys leaving (the KEY server
+/// event where the server has it, which also serves the kept configurations; keyspace events
+/// of keys as a whole on Redis 7.0). (Whole-database changes are subscribed to at load.)
 fn watch_keyspace(ctx: &Context) {
     if SUBSCRIBED.swap(true, Ordering::Relaxed) {
         return;
     }
-    let classes = raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_STRING
+    let mut classes = raw::REDISMODULE_NOTIFY_STRING
         | raw::REDISMODULE_NOTIFY_HASH
-        | raw::REDISMODULE_NOTIFY_ZSET
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED;
+        | raw::REDISMODULE_NOTIFY_ZSET;
+    if !store::watch_removals(ctx) {
+        classes |= raw::REDISMODULE_NOTIFY_GENERIC
+            | raw::REDISMODULE_NOTIFY_EXPIRED
+            | raw::REDISMODULE_NOTIFY_EVICTED;
+    }
     events::watch_keys::<Waiters>(ctx, classes as c_int);
+}
+
+/// A key left the keyspace (deleted, expired, evicted, overwritten, moved or renamed away): the
+/// queues watching it may be servable now, or their limiter gone. Writing is not allowed here,
+/// so it only sets 0 ms timers.
+pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
+    if queue::is_empty() {
+        return;
+    }
+    for queue in queue::watching(db, key) {
+        schedule(ctx, queue, 0);
+    }
 }
 
 /// Subscribes at load to the server events that change whole databases without a per-key

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context, RedisString};
 
+pub(crate) use crate::ffi::key::shows_field_ttls;
 use crate::ffi::key::{self as ffi_key, Arg, RawKey, ScoreBounds, ZAdd};
 pub(crate) use crate::ffi::key::{KeyType as Kind, StaticString};
 use crate::limiter::{Order, Span};

@@ -106,7 +106,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     stats::reset();
     blocking::reset();
-    store::init(ctx);
+    store::init(ctx, blocking::key_removed);
     clock::unfreeze();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {

@@ -5,18 +5,19 @@
 use std::ops::ControlFlow;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use rand::RngCore;
-use redis_module::{raw, Context, ContextFlags, RedisString};
+use redis_module::{raw, Context, ContextFlags, RedisString, RedisValue};
 
 use crate::args;
 use crate::clock;
 use crate::config_cache::{self, Known};
 use crate::error::Error;
 use crate::ffi::acl::User;
-use crate::ffi::events::{self, KeyWatcher};
+use crate::ffi::events::{self, KeyWatcher, RemovalWatcher};
 use crate::ffi::server;
-use crate::key::{Access, Effect, Key, Kind, OpenMode, StaticString, Writable};
+use crate::key::{self, Access, Effect, Key, Kind, OpenMode, StaticString, Writable};
 use crate::keyspace::{self, StateKeys};
 use crate::limiter::{
     self, Acquire, Config, Entry, Mode, Order, Outcome, PermitLog, Prune, Reset, Span,
@@ -1058,33 +1059,74 @@ fn mode_of(kind: &[u8]) -> Mode {
 /// configuration.
 static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
 
-/// Subscribes, once per load, to the events that change a hash or a key as a whole, which
-/// forget the configuration kept for it: before the first configuration is kept, so a server
-/// whose limiters are never read twice pays nothing for them. False if the server refused.
+/// Subscribes, once per load, to the events that change a hash or remove a key, which forget
+/// the configuration kept for it: before the first configuration is kept, so a server whose
+/// limiters are never read twice pays nothing for them. False if the server refused, or if it
+/// has hash field TTLs it cannot show the module (Redis 7.4): then nothing is kept.
 fn watch_hashes(ctx: &Context) -> bool {
     if WATCHING_HASHES.load(Ordering::Relaxed) {
         return true;
     }
-    let classes = raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_HASH
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED;
+    if !field_ttls_visible(ctx) {
+        return false;
+    }
+    let mut classes = raw::REDISMODULE_NOTIFY_HASH;
+    if !watch_removals(ctx) {
+        // Redis 7.0 has no KEY event: keys leaving are seen through their keyspace events.
+        classes |= raw::REDISMODULE_NOTIFY_GENERIC
+            | raw::REDISMODULE_NOTIFY_EXPIRED
+            | raw::REDISMODULE_NOTIFY_EVICTED;
+    }
     let subscribed = events::watch_keys::<KeptConfigs>(ctx, classes as c_int);
     WATCHING_HASHES.store(subscribed, Ordering::Relaxed);
     subscribed
 }
 
+/// Whether a hash field with a TTL of its own (HEXPIRE) is visible to the module before the
+/// server deletes it: yes where the server has no field TTLs, or shows them (Redis 8's
+/// HashFieldMinExpire); no on Redis 7.4, which has them but not the call.
+fn field_ttls_visible(ctx: &Context) -> bool {
+    if key::shows_field_ttls() {
+        return true;
+    }
+    let reply = ctx.call("COMMAND", &["INFO", "HPEXPIRE"]);
+    !matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null))
+}
+
 /// Whether the server runs in cluster mode, which is fixed when it starts.
 static CLUSTER: AtomicBool = AtomicBool::new(false);
 
-/// At load: notes whether the server is a cluster node, and forgets what an earlier load of
-/// the module subscribed to and kept.
-pub fn init(ctx: &Context) {
+/// Whether this load has subscribed to the removal of keys (the KEY server event).
+static WATCHING_REMOVALS: AtomicBool = AtomicBool::new(false);
+
+/// What the waiters do when a key leaves (in a database): set by `blocking` at load.
+pub type RemovalHook = fn(&Context, i32, &[u8]);
+
+static ON_REMOVAL: Mutex<Option<RemovalHook>> = Mutex::new(None);
+
+/// Subscribes, once per load, to keys leaving the keyspace, for both the kept configurations
+/// and the waiters (a server event has one callback per module; `hook` is what the waiters
+/// do). False where the server has no KEY event (Redis 7.0): its callers then subscribe to the
+/// keyspace events of keys as a whole instead.
+pub fn watch_removals(ctx: &Context) -> bool {
+    if WATCHING_REMOVALS.load(Ordering::Relaxed) {
+        return true;
+    }
+    let subscribed = events::watch_removals::<KeptConfigs>(ctx);
+    WATCHING_REMOVALS.store(subscribed, Ordering::Relaxed);
+    subscribed
+}
+
+/// At load: notes whether the server is a cluster node, forgets what an earlier load of the
+/// module subscribed to and kept, and takes what the waiters do when a key leaves.
+pub fn init(ctx: &Context, on_removal: RemovalHook) {
     CLUSTER.store(
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
     );
     WATCHING_HASHES.store(false, Ordering::Relaxed);
+    WATCHING_REMOVALS.store(false, Ordering::Relaxed);
+    *ON_REMOVAL.lock().unwrap_or_else(PoisonError::into_inner) = Some(on_removal);
     config_cache::forget_all();
 }
 
@@ -1097,6 +1139,17 @@ impl KeyWatcher for KeptConfigs {
     fn key_event(ctx: &Context, event: &[u8], key: &[u8]) {
         if !config_cache::keeps_config(event) {
             config_cache::forget(selected_db(ctx), key);
+        }
+    }
+}
+
+impl RemovalWatcher for KeptConfigs {
+    /// A key left: forget its configuration, and tell the waiters.
+    fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
+        config_cache::forget(db, key);
+        let hook = *ON_REMOVAL.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(hook) = hook {
+            hook(ctx, db, key);
         }
     }
 }

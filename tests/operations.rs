@@ -318,6 +318,48 @@ fn swapdb_move_and_rename_wake_the_waiters_of_the_limiter_they_change() {
     );
 }
 
+/// The client's selected database, from CLIENT INFO.
+fn client_db(con: &mut Connection) -> String {
+    let info: String = line(con, "CLIENT INFO").unwrap();
+    info.split_whitespace()
+        .find_map(|field| field.strip_prefix("db="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Valkey 8.1 runs a module's keyspace-event callback on the client running the command and
+/// selects the event's database on it without selecting the client's back (fixed upstream in
+/// valkey-io/valkey#4024): with a module subscribed to events of keys as a whole, MOVE and
+/// COPY ... DB left their client in the other database. The module watches keys leaving
+/// through the KEY server event instead, which runs on a client of its own.
+#[test]
+fn move_and_copy_to_another_database_leave_the_client_in_its_own() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    // Everything the module subscribes to: a kept configuration and a client that blocked.
+    setrate(&mut con, "api 1 1000");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(1000));
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api TIMEOUT 50");
+    assert!(matches!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Wait(_)
+    ));
+    for (command, moved) in [
+        ("SET x 1", None),
+        ("MOVE x 2", Some(1)),
+        ("SET y 1", None),
+        ("COPY y y DB 3", Some(1)),
+    ] {
+        match moved {
+            Some(n) => assert_eq!(line::<i64>(&mut con, command).unwrap(), n, "{command}"),
+            None => line::<Value>(&mut con, command).map(drop).unwrap(),
+        }
+        assert_eq!(client_db(&mut con), "0", "after {command}");
+    }
+}
+
 /// Collects `__keyevent@0__` notifications (event, key) until the sentinel key is set.
 fn keyevents_until_sentinel(mut pubsub: redis::PubSub<'_>) -> Vec<(String, Vec<u8>)> {
     let mut events = Vec::new();

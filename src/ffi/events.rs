@@ -90,3 +90,62 @@ extern "C" fn dataset_event<W: DatasetWatcher>(
     }
     W::dataset_changed(&Context::new(ctx));
 }
+
+/// What the server calls when a key leaves the keyspace (deleted, expired, evicted, or
+/// overwritten by a key of any type); implemented by the layer that watches.
+pub(crate) trait RemovalWatcher {
+    fn key_removed(ctx: &Context, db: i32, key: &[u8]);
+}
+
+/// Subscribes `W` to the removal of every key (the KEY server event, Redis 7.2+ and Valkey).
+/// The server runs it with a context of its own: unlike a keyspace event's, it never touches the
+/// client running the command (Valkey 8.1 leaves that client in the event's database after a
+/// keyspace event on another one: MOVE, COPY ... DB). False where the server has no such event.
+/// Call once per load: a second subscription replaces the first.
+pub(crate) fn watch_removals<W: RemovalWatcher>(ctx: &Context) -> bool {
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_KEY,
+        dataver: 1,
+    };
+    // SAFETY: a module context and a callback of the signature the server calls; the event is a
+    // plain description the server reads during the call.
+    unsafe {
+        raw::RedisModule_SubscribeToServerEvent
+            .map(|subscribe| subscribe(ctx.ctx, event, Some(removed::<W>)))
+    }
+    .is_some_and(|status| status == raw::REDISMODULE_OK as c_int)
+}
+
+/// The KEY server event's callback.
+extern "C" fn removed<W: RemovalWatcher>(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    data: *mut c_void,
+) {
+    let info = data.cast::<raw::RedisModuleKeyInfoV1>();
+    if info.is_null() {
+        return;
+    }
+    // SAFETY: for the KEY event the server passes a RedisModuleKeyInfoV1, live during the call.
+    let key = unsafe { (*info).key };
+    // SAFETY: the API pointers are written once, by RedisModule_Init at load.
+    let (name_of, db_of) = unsafe {
+        (
+            raw::RedisModule_GetKeyNameFromModuleKey,
+            raw::RedisModule_GetDbIdFromModuleKey,
+        )
+    };
+    let (Some(name_of), Some(db_of)) = (name_of, db_of) else {
+        return;
+    };
+    if key.is_null() {
+        return;
+    }
+    // SAFETY: the event's open key, live during the call.
+    let (name, db) = unsafe { (name_of(key), db_of(key)) };
+    if name.is_null() {
+        return;
+    }
+    W::key_removed(&Context::new(ctx), db, RedisString::string_as_slice(name));
+}

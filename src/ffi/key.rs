@@ -360,6 +360,11 @@ impl RawKey {
     }
 }
 
+/// Whether the server tells a module a hash's field TTLs (HashFieldMinExpire, Redis 8+).
+pub(crate) fn shows_field_ttls() -> bool {
+    api!(RedisModule_HashFieldMinExpire).is_some()
+}
+
 /// ZADD's condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ZAdd {
