@@ -39,9 +39,13 @@ class AcquireInteropTest extends InteropBase {
         assertEquals(0L, j.availablePermits());
         assertEquals("0", get(valueKey("api")));
 
-        // One log, one member per grant, same layout from both writers.
+        // One log, same layout from both writers: a member per grant, or one member for both
+        // when the module's grant lands in the millisecond Redisson logged its own (grants
+        // scored alike share an entry).
         List<Entry> entries = log(permitsKey("api"));
-        assertEquals(List.of(2L, 3L), loggedSorted(permitsKey("api")));
+        List<Long> logged = loggedSorted(permitsKey("api"));
+        assertTrue(logged.equals(List.of(2L, 3L)) || logged.equals(List.of(5L)),
+                "grants of 3 and 2 logged as " + logged);
         for (Entry e : entries) {
             assertEquals(16, e.id().length, "16-byte id");
             assertTrue(e.score() >= before - 1000 && e.score() <= after + 1000,
@@ -124,7 +128,10 @@ class AcquireInteropTest extends InteropBase {
             assertNull(r, "the waiter is served by Redisson's release, not after 60 s; got " + Resp.show(r));
         }
         List<Entry> entries = log(permitsKey("w"));
-        assertEquals(List.of(1L, 2L), loggedSorted(permitsKey("w")));
+        List<Long> logged = loggedSorted(permitsKey("w"));
+        // (One entry of 3 if the waiter was served in the millisecond of Redisson's grant.)
+        assertTrue(logged.equals(List.of(1L, 2L)) || logged.equals(List.of(3L)),
+                "grants of 2 and 1 logged as " + logged);
         long served = entries.stream().mapToLong(Entry::score).max().orElseThrow();
         assertTrue(served < taken + 60000, "served long before Redisson's permits expired");
     }
