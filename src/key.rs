@@ -239,32 +239,8 @@ impl<M: Writable> Key<'_, M> {
                 }
                 done
             }
-            Effect::ZAdd { score, member } => {
-                let element = self.string(member);
-                let done = self.raw.zset_add(score as f64, &element, ZAdd::IfNew);
-                if done {
-                    let score = self.number(score);
-                    self.replicate(c"ZADD", &[key, Arg::String(&score), Arg::String(&element)]);
-                }
-                done
-            }
-            Effect::ZRescore { score, member } => {
-                let element = self.string(member);
-                let done = self.raw.zset_add(score as f64, &element, ZAdd::IfPresent);
-                if done {
-                    let score = self.number(score);
-                    self.replicate(
-                        c"ZADD",
-                        &[
-                            key,
-                            Arg::Static(&XX),
-                            Arg::String(&score),
-                            Arg::String(&element),
-                        ],
-                    );
-                }
-                done
-            }
+            Effect::ZAdd { score, member } => self.zadd(score, member, ZAdd::IfNew),
+            Effect::ZRescore { score, member } => self.zadd(score, member, ZAdd::IfPresent),
             Effect::ZRem(member) => {
                 let element = self.string(member);
                 let done = self.raw.zset_remove(&element);
@@ -320,6 +296,28 @@ impl<M: Writable> Key<'_, M> {
                 done
             }
         }
+    }
+
+    /// ZADD of a new member (NX), or ZADD XX moving one already logged; replicated as the ZADD
+    /// of the same effect.
+    fn zadd(&self, score: i64, member: &[u8], mode: ZAdd) -> bool {
+        let element = self.string(member);
+        let done = self.raw.zset_add(score as f64, &element, mode);
+        if done {
+            let score = self.number(score);
+            let (key, score, element) = (
+                Arg::String(&self.name),
+                Arg::String(&score),
+                Arg::String(&element),
+            );
+            match mode {
+                ZAdd::IfNew => self.replicate(c"ZADD", &[key, score, element]),
+                ZAdd::IfPresent => {
+                    self.replicate(c"ZADD", &[key, Arg::Static(&XX), score, element]);
+                }
+            }
+        }
+        done
     }
 
     /// Removes up to `limit` members of `span`, visited in `order`; how many were removed.

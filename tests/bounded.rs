@@ -69,20 +69,6 @@ fn build(con: &mut Connection, name: &str, members: i64) {
     let _: () = line(con, &format!("SET {{{name}}}:value 0")).unwrap();
 }
 
-/// Calls of `command` in the server's `INFO commandstats`.
-fn calls(con: &mut Connection, command: &str) -> i64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn lazyfreed(con: &mut Connection) -> i64 {
     info_field(con, "memory", "lazyfreed_objects")
         .and_then(|v| v.parse().ok())
@@ -118,13 +104,13 @@ fn replicated(
     act: impl FnOnce(&mut Connection),
 ) -> Vec<i64> {
     wait_replicas(master, 1);
-    let before: Vec<i64> = commands.iter().map(|c| calls(replica, c)).collect();
+    let before: Vec<i64> = commands.iter().map(|c| command_calls(replica, c)).collect();
     act(master);
     wait_replicas(master, 1);
     commands
         .iter()
         .zip(before)
-        .map(|(c, b)| calls(replica, c) - b)
+        .map(|(c, b)| command_calls(replica, c) - b)
         .collect()
 }
 

@@ -441,16 +441,6 @@ fn thousands_of_mixed_writes_leave_master_and_both_replicas_identical() {
     );
 }
 
-/// `calls` of a command in the server's INFO commandstats (0 if it never ran).
-fn command_calls(con: &mut Connection, command: &str) -> i64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_grant_that_replaces_an_expired_grant_of_as_many_permits_takes_over_its_entry() {
     let master = Server::start_with(&["debug-commands", "yes"], &[]);

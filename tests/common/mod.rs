@@ -362,3 +362,17 @@ pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<St
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .map(|v| v.trim().to_string())
 }
+
+/// `calls` of a command in the server's INFO commandstats (0 if it never ran).
+pub fn command_calls(con: &mut Connection, command: &str) -> i64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
