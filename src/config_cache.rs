@@ -166,6 +166,11 @@ pub fn forget_all() {
     }
 }
 
+/// How many configurations are kept now (INFO ratelimit). O(slots): for INFO, not a command.
+pub fn kept() -> usize {
+    table().iter().filter(|entry| entry.is_some()).count()
+}
+
 /// Whether a keyspace event leaves a hash's configuration as it was: only a TTL change does.
 pub fn keeps_config(event: &[u8]) -> bool {
     matches!(event, b"expire" | b"persist")

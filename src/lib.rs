@@ -72,31 +72,45 @@ macro_rules! handler {
 }
 
 /// Options given after the module path in `loadmodule`.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct LoadOptions {
     debug_commands: bool,
+    /// Keep limiters' configurations between calls (docs/operations.md, "Kept configurations").
+    config_cache: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            debug_commands: false,
+            config_cache: true,
+        }
+    }
 }
 
 impl LoadOptions {
     fn parse(args: &[&[u8]]) -> Result<Self, String> {
         let mut options = LoadOptions::default();
-        let mut pairs = args.chunks(2);
-        for pair in &mut pairs {
-            match pair {
-                [name, value] if name.eq_ignore_ascii_case(b"debug-commands") => {
-                    options.debug_commands = match &value.to_ascii_lowercase()[..] {
-                        b"yes" => true,
-                        b"no" => false,
-                        _ => return Err("debug-commands takes yes or no".into()),
-                    };
-                }
-                _ => {
-                    return Err(format!(
-                        "unknown load option '{}'; the only option is: debug-commands yes|no",
-                        error::Printable(pair.first().copied().unwrap_or_default())
-                    ))
-                }
-            }
+        for pair in args.chunks(2) {
+            let (name, value) = match pair {
+                [name, value] => (*name, *value),
+                _ => (pair.first().copied().unwrap_or_default(), &b""[..]),
+            };
+            let setting = if name.eq_ignore_ascii_case(b"debug-commands") {
+                &mut options.debug_commands
+            } else if name.eq_ignore_ascii_case(b"config-cache") {
+                &mut options.config_cache
+            } else {
+                return Err(format!(
+                    "unknown load option '{}'; the options are: debug-commands yes|no, config-cache yes|no",
+                    error::Printable(name)
+                ));
+            };
+            *setting = match &value.to_ascii_lowercase()[..] {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Err(format!("{} takes yes or no", error::Printable(name))),
+            };
         }
         Ok(options)
     }
@@ -106,7 +120,6 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     stats::reset();
     blocking::reset();
-    store::init(ctx, blocking::key_removed);
     clock::unfreeze();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {
@@ -116,6 +129,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
+    store::init(ctx, blocking::key_removed, options.config_cache);
     // RATELIMIT.DEBUG exists only with `debug-commands yes`.
     let debug = if options.debug_commands {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
@@ -239,6 +253,11 @@ mod tests {
                 .unwrap()
                 .debug_commands
         );
+        assert!(LoadOptions::parse(&[]).unwrap().config_cache);
+        let both =
+            LoadOptions::parse(&[b"config-cache", b"No", b"debug-commands", b"yes"]).unwrap();
+        assert!(!both.config_cache && both.debug_commands);
+        assert!(LoadOptions::parse(&[b"config-cache", b"off"]).is_err());
         assert!(LoadOptions::parse(&[b"debug-commands", b"maybe"]).is_err());
         assert!(LoadOptions::parse(&[b"debug-commands"]).is_err());
         assert!(LoadOptions::parse(&[b"verbose", b"yes"]).is_err());

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::{raw, RedisResult};
 
+use crate::config_cache;
+
 /// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
 /// client's request is decided, never in the store, so the server re-checking a blocked
 /// waiter counts nothing until the waiter is served.
@@ -67,4 +69,6 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
     ] {
         raw::add_info_field_unsigned_long_long(ctx, name, counter.load(Relaxed));
     }
+    let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
+    raw::add_info_field_unsigned_long_long(ctx, "configs_kept", kept);
 }

@@ -1067,6 +1067,9 @@ fn watch_hashes(ctx: &Context) -> bool {
     if WATCHING_HASHES.load(Ordering::Relaxed) {
         return true;
     }
+    if !KEEP_CONFIGS.load(Ordering::Relaxed) {
+        return false;
+    }
     if !field_ttls_visible(ctx) {
         return false;
     }
@@ -1093,6 +1096,9 @@ fn field_ttls_visible(ctx: &Context) -> bool {
     !matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null))
 }
 
+/// Whether configurations are kept at all (the `config-cache` load option).
+static KEEP_CONFIGS: AtomicBool = AtomicBool::new(true);
+
 /// Whether the server runs in cluster mode, which is fixed when it starts.
 static CLUSTER: AtomicBool = AtomicBool::new(false);
 
@@ -1117,9 +1123,11 @@ pub fn watch_removals(ctx: &Context) -> bool {
     subscribed
 }
 
-/// At load: notes whether the server is a cluster node, forgets what an earlier load of the
-/// module subscribed to and kept, and takes what the waiters do when a key leaves.
-pub fn init(ctx: &Context, on_removal: RemovalHook) {
+/// At load: notes whether the server is a cluster node and whether to keep configurations at
+/// all, forgets what an earlier load of the module subscribed to and kept, and takes what the
+/// waiters do when a key leaves.
+pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
+    KEEP_CONFIGS.store(keep_configs, Ordering::Relaxed);
     CLUSTER.store(
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,

@@ -178,3 +178,31 @@ fn a_hash_field_that_expires_is_seen_gone() {
     thread::sleep(Duration::from_millis(20));
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
 }
+
+fn configs_kept(con: &mut Connection) -> String {
+    info_field(con, "ratelimit", "ratelimit_configs_kept").expect("ratelimit_configs_kept")
+}
+
+#[test]
+fn info_counts_the_configurations_kept_and_config_cache_no_keeps_none() {
+    let server = Server::start();
+    let mut con = server.conn();
+    assert_eq!(configs_kept(&mut con), "0");
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
+    run_line(&mut con, "RATELIMIT.SETRATE web 5 1000");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+    assert_eq!(seen_rate(&mut con, "web"), 5);
+    assert_eq!(configs_kept(&mut con), "2");
+    run_line(&mut con, "DEL api");
+    assert_eq!(configs_kept(&mut con), "1", "DEL forgot it");
+    run_line(&mut con, "HSET web rate 6");
+    assert_eq!(configs_kept(&mut con), "0", "HSET forgot it");
+
+    let uncached = Server::start_with(&["debug-commands", "yes", "config-cache", "no"], &[]);
+    let mut con = uncached.conn();
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+    assert_eq!(configs_kept(&mut con), "0");
+    run_line(&mut con, "HSET api rate 6");
+    assert_eq!(seen_rate(&mut con, "api"), 6);
+}
