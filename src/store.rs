@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use rand::RngCore;
@@ -1088,13 +1088,26 @@ fn watch_hashes(ctx: &Context) -> bool {
 /// Whether a hash field with a TTL of its own (HEXPIRE) is visible to the module before the
 /// server deletes it: yes where the server has no field TTLs, or shows them (Redis 8's
 /// HashFieldMinExpire); no on Redis 7.4, which has them but not the call.
+/// Asked once per load: the answer is the server's.
 fn field_ttls_visible(ctx: &Context) -> bool {
-    if key::shows_field_ttls() {
-        return true;
+    const VISIBLE: u8 = 1;
+    const HIDDEN: u8 = 2;
+    match FIELD_TTLS.load(Ordering::Relaxed) {
+        VISIBLE => return true,
+        HIDDEN => return false,
+        _ => {}
     }
-    let reply = ctx.call("COMMAND", &["INFO", "HPEXPIRE"]);
-    !matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null))
+    let visible = key::shows_field_ttls()
+        || {
+            let reply = ctx.call("COMMAND", &["INFO", "HPEXPIRE"]);
+            !matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null))
+        };
+    FIELD_TTLS.store(if visible { VISIBLE } else { HIDDEN }, Ordering::Relaxed);
+    visible
 }
+
+/// What [`field_ttls_visible`] found: 0 while not asked yet this load, 1 visible, 2 hidden.
+static FIELD_TTLS: AtomicU8 = AtomicU8::new(0);
 
 /// Whether configurations are kept at all (the `config-cache` load option).
 static KEEP_CONFIGS: AtomicBool = AtomicBool::new(true);
@@ -1134,6 +1147,7 @@ pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
     );
     WATCHING_HASHES.store(false, Ordering::Relaxed);
     WATCHING_REMOVALS.store(false, Ordering::Relaxed);
+    FIELD_TTLS.store(0, Ordering::Relaxed);
     *ON_REMOVAL.lock().unwrap_or_else(PoisonError::into_inner) = Some(on_removal);
     config_cache::forget_all();
 }
