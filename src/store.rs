@@ -234,8 +234,17 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let permits = permits();
         self.caller.check(&permits)?;
         expect_kind(&permits, Kind::ZSet)?;
-        migration::refuse_split(self.ctx, self.name, &[&self.hash, &value, &permits])?;
+        self.refuse_split(&[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
+    }
+
+    /// A state split from its hash by a slot migration, refused (see [`migration`]); nothing to
+    /// check outside cluster mode.
+    fn refuse_split(&self, keys: &[&Key<'_, M>]) -> Result<(), Error> {
+        if !CLUSTER.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        migration::refuse_split(self.ctx, self.name, keys)
     }
 
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
@@ -321,7 +330,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     pub fn require_config(&self) -> Result<Config, Error> {
         let config = self.config()?;
         if config.is_none() {
-            migration::refuse_split(self.ctx, self.name, &[&self.hash])?;
+            self.refuse_split(&[&self.hash])?;
         }
         config.ok_or(Error::NotInitialized)
     }
@@ -388,7 +397,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let (config, created) = match (self.config()?, create) {
             (Some(config), _) => (config, None),
             (None, Some(creation)) => {
-                migration::refuse_split(self.ctx, self.name, &[&self.hash])?;
+                self.refuse_split(&[&self.hash])?;
                 (creation.config(), Some(*creation))
             }
             (None, None) => {

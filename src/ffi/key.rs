@@ -39,6 +39,9 @@ pub(crate) struct RawKey {
     /// Set while a [`ZsetRange`] walks the key: the module API forbids changing a zset under its
     /// range, so every write fails meanwhile.
     walking: Cell<bool>,
+    /// The key's type as last asked, forgotten by every write (a command runs alone, so only
+    /// its own writes change the key while it is open).
+    known_type: Cell<Option<KeyType>>,
 }
 
 impl Drop for RawKey {
@@ -69,6 +72,7 @@ impl RawKey {
         RawKey {
             ptr,
             walking: Cell::new(false),
+            known_type: Cell::new(None),
         }
     }
 
@@ -76,26 +80,33 @@ impl RawKey {
         (!self.ptr.is_null()).then_some(self.ptr)
     }
 
-    /// The handle for a write: none while a range walks the key.
+    /// The handle for a write: none while a range walks the key. The write may change the
+    /// key's type, so the type is asked anew after it.
     fn writable(&self) -> Option<*mut raw::RedisModuleKey> {
         if self.walking.get() {
             return None;
         }
+        self.known_type.set(None);
         self.handle()
     }
 
     pub(crate) fn key_type(&self) -> KeyType {
+        if let Some(known) = self.known_type.get() {
+            return known;
+        }
         let (Some(key), Some(key_type)) = (self.handle(), api!(RedisModule_KeyType)) else {
             return KeyType::Empty;
         };
         // SAFETY: an open key.
-        match unsafe { key_type(key) } as isize {
+        let found = match unsafe { key_type(key) } as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
             raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
             raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
             raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
             _ => KeyType::Other,
-        }
+        };
+        self.known_type.set(Some(found));
+        found
     }
 
     /// A string key's bytes, borrowed until the key is written or closed. None for any other
