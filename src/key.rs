@@ -96,9 +96,9 @@ impl<'c, M: OpenMode> Key<'c, M> {
         self.kind() != Kind::Empty
     }
 
-    /// The string value, if this is a string key. Borrowed until the key is written or closed.
-    pub fn read_string(&self) -> Option<&[u8]> {
-        self.raw.string()
+    /// Reads the string value with `read`, if this is a string key.
+    pub fn read_string<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.raw.read_string(read)
     }
 
     /// Several hash fields in one call (absent fields are None). Field names are strings made

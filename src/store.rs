@@ -808,9 +808,9 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
 impl<M: OpenMode> State<'_, M> {
     /// The value string, if present; an error naming the key if it is not an integer.
     fn stored_value(&self) -> Result<Option<i64>, Error> {
-        match self.value.read_string() {
+        match self.value.read_string(args::parse_i64) {
             None => Ok(None),
-            Some(bytes) => args::parse_i64(bytes)
+            Some(parsed) => parsed
                 .map(Some)
                 .ok_or_else(|| Error::corrupt(self.value.name(), "value is not an integer")),
         }

@@ -387,20 +387,31 @@ fn scripts_and_transactions_run_with_the_callers_acl() {
     let server = Server::start();
     let mut admin = setup(&server);
     set_user(&mut admin, "u", "+@all ~lim*");
-    let mut con = login(&server, "u");
+    // One that may not ask ACL WHOAMI either, which the module asks as the script's user.
+    set_user(&mut admin, "w", "+@all -acl ~lim*");
     let before = snapshot(&mut admin);
-    let err = match redis::cmd("EVAL")
-        .arg("return redis.call('RATELIMIT.TRYACQUIRE', KEYS[1])")
-        .arg(1)
-        .arg("lim1")
-        .query::<Value>(&mut con)
-    {
-        Ok(v) => panic!("a script bypassed the ACL: {v:?}"),
-        Err(e) => error_line(&e),
-    };
-    assert!(err.contains("NOPERM"), "{err}");
-    assert!(err.contains("{lim1}:value"), "{err}");
-    assert_eq!(snapshot(&mut admin), before);
+    for user in ["w", "u"] {
+        // (`login` asks ACL WHOAMI, which `w` may not.)
+        let mut con = server.conn();
+        let _: () = redis::cmd("AUTH")
+            .arg(user)
+            .arg(PASSWORD)
+            .query(&mut con)
+            .expect("AUTH");
+        let err = match redis::cmd("EVAL")
+            .arg("return redis.call('RATELIMIT.TRYACQUIRE', KEYS[1])")
+            .arg(1)
+            .arg("lim1")
+            .query::<Value>(&mut con)
+        {
+            Ok(v) => panic!("a script of {user} bypassed the ACL: {v:?}"),
+            Err(e) => error_line(&e),
+        };
+        assert!(err.contains("NOPERM"), "{user}: {err}");
+        assert!(err.contains("{lim1}:value"), "{user}: {err}");
+        assert_eq!(snapshot(&mut admin), before);
+    }
+    let mut con = login(&server, "u");
 
     let _: () = line(&mut con, "MULTI").unwrap();
     let queued: String = line(&mut con, "RATELIMIT.TRYACQUIRE lim1").unwrap();

@@ -109,9 +109,10 @@ impl RawKey {
         found
     }
 
-    /// A string key's bytes, borrowed until the key is written or closed. None for any other
-    /// type.
-    pub(crate) fn string(&self) -> Option<&[u8]> {
+    /// Reads a string key's bytes with `read`; None for any other type. The bytes are the
+    /// server's own buffer, valid only until the key is written or closed, so they never leave
+    /// `read`.
+    pub(crate) fn read_string<R>(&self, read: impl FnOnce(&[u8]) -> R) -> Option<R> {
         if self.key_type() != KeyType::String {
             return None;
         }
@@ -120,11 +121,14 @@ impl RawKey {
         // SAFETY: a string key opened at least for reading; DMA READ returns its buffer.
         let data = unsafe { dma(key, &mut len, raw::REDISMODULE_READ as c_int) };
         if data.is_null() {
-            return Some(&[]);
+            return Some(read(&[]));
         }
         // SAFETY: the server guarantees `len` readable bytes at `data` while the key stays open
-        // and unmodified, which the borrow of `self` ensures.
-        Some(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
+        // and unmodified: nothing can write the key while `read` runs (it gets no key), and
+        // the slice does not outlive it.
+        Some(read(unsafe {
+            std::slice::from_raw_parts(data.cast::<u8>(), len)
+        }))
     }
 
     /// Stores `value` as the key's string, creating it or replacing what it held (its TTL is
@@ -540,10 +544,15 @@ pub(crate) enum Arg<'a> {
 }
 
 /// Replicates `command args...` (the first argument is the key) to replicas and the AOF, as the
-/// effect of the running command. Up to twelve arguments; a longer command is not replicated
-/// (none of the module's is).
+/// effect of the running command. Up to twelve arguments: the module's longest, an HSET of
+/// every field a limiter has, takes eleven.
 pub(crate) fn replicate(ctx: &Context, command: &CStr, args: &[Arg<'_>]) {
     let mut argv: [*mut raw::RedisModuleString; 12] = [ptr::null_mut(); 12];
+    debug_assert!(
+        args.len() <= argv.len(),
+        "{command:?} has {} arguments",
+        args.len()
+    );
     if args.len() > argv.len() {
         return;
     }
