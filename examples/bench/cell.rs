@@ -44,6 +44,11 @@ pub const REFUSED: [&str; 6] = [
     "1",
 ];
 
+/// The database redis-cell's keys live in: its own, so that its keys (which carry TTLs) do not
+/// change what a key lookup in the module's and the script's database costs (a database with
+/// no TTL at all skips the expiry lookup), and each contender is measured as it runs alone.
+pub const DB: &str = "1";
+
 /// The burst the refused limiter lets through before it refuses.
 const REFUSED_BURST: usize = 1_000;
 
@@ -75,24 +80,35 @@ pub fn load_args(path: &std::path::Path) -> [String; 2] {
 /// Puts both limiters in their steady state: the allowed one exists (its first call takes the
 /// create branch, every later one the compare-and-swap), the refused one has used its burst.
 pub fn prepare(con: &mut Connection) -> Res<()> {
-    let _: () = redis::cmd("DEL")
+    let _: () = redis::pipe()
+        .cmd("SELECT")
+        .arg(DB)
+        .ignore()
+        .cmd("DEL")
         .arg(ALLOWED[1])
         .arg(REFUSED[1])
+        .ignore()
+        .cmd("SELECT")
+        .arg(0)
+        .ignore()
         .query(con)?;
     calls(con, &ALLOWED, 100, false)?;
     calls(con, &REFUSED, REFUSED_BURST, false)?;
     calls(con, &REFUSED, 10, true)
 }
 
-/// `n` pipelined calls of `command`; every reply must say `throttled` (1) or allowed (0).
+/// `n` pipelined calls of `command` in [`DB`]; every reply must say `throttled` (1) or allowed
+/// (0). The connection is back in database 0 afterwards.
 pub fn calls(con: &mut Connection, command: &[&str], n: usize, throttled: bool) -> Res<()> {
     let mut left = n;
     while left > 0 {
         let batch = left.min(BATCH);
         let mut pipe = redis::pipe();
+        pipe.cmd("SELECT").arg(DB).ignore();
         for _ in 0..batch {
             pipe.cmd(command[0]).arg(&command[1..]);
         }
+        pipe.cmd("SELECT").arg(0).ignore();
         let replies: Vec<Value> = pipe.query(con)?;
         check(&replies, batch, throttled)?;
         left -= batch;

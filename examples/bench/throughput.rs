@@ -168,8 +168,14 @@ fn module_counters(con: &mut Connection) -> Res<Option<(u64, u64)>> {
 }
 
 fn redis_benchmark(tool: &Path, port: u16, pipeline: usize, n: usize, cmd: &[String]) -> Res<f64> {
+    // redis-cell's command runs in its own database (cell.rs), as it does everywhere else.
+    let db = if cmd.first().map(String::as_str) == Some(cell::ALLOWED[0]) {
+        cell::DB
+    } else {
+        "0"
+    };
     let out = Command::new(tool)
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--dbnum", db])
         .args(["-c", &CLIENTS.to_string(), "-P", &pipeline.to_string()])
         .args(["-n", &n.to_string(), "-e", "--csv"])
         .args(cmd)

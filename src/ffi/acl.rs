@@ -24,7 +24,14 @@ impl User {
     /// asked for their user's name directly: Redis 7.0 reads a missing user there and crashes.
     pub(crate) fn current(ctx: &Context) -> Option<User> {
         let lookup = api!(RedisModule_GetModuleUserFromUserName)?;
-        let name = listed_client_user(ctx).or_else(|| script_user(ctx))?;
+        // A command a client sent, outside a transaction or a script, runs on that client,
+        // which has a user; the others (DENY_BLOCKING: a transaction, a script, a module's
+        // call) may be the server's own, which have none.
+        let name = if ctx.get_flags().contains(ContextFlags::DENY_BLOCKING) {
+            listed_client_user(ctx).or_else(|| script_user(ctx))?
+        } else {
+            connection_user(ctx)?
+        };
         // SAFETY: a live name string (freed when `name` drops); returns a new user handle or
         // NULL.
         let user = unsafe { lookup(name.inner) };
@@ -54,6 +61,16 @@ impl Drop for User {
             unsafe { free(self.0.as_ptr()) };
         }
     }
+}
+
+/// The user name of the client that sent the command, which has a user: the server's own clients
+/// (no user) run commands only in a transaction, a script or a module's call.
+fn connection_user(ctx: &Context) -> Option<RedisString> {
+    let name_of = api!(RedisModule_GetCurrentUserName)?;
+    // SAFETY: a client's own command, outside a transaction, script or module call: the client
+    // has a user (see above).
+    let name = NonNull::new(unsafe { name_of(ctx.ctx) })?;
+    Some(RedisString::from_redis_module_string(ctx.ctx, name.as_ptr()))
 }
 
 /// The user name of the context's client if it is one the server lists (a connection) and has a
