@@ -70,7 +70,10 @@ fn connection_user(ctx: &Context) -> Option<RedisString> {
     // SAFETY: a client's own command, outside a transaction, script or module call: the client
     // has a user (see above).
     let name = NonNull::new(unsafe { name_of(ctx.ctx) })?;
-    Some(RedisString::from_redis_module_string(ctx.ctx, name.as_ptr()))
+    Some(RedisString::from_redis_module_string(
+        ctx.ctx,
+        name.as_ptr(),
+    ))
 }
 
 /// The user name of the context's client if it is one the server lists (a connection) and has a
