@@ -27,9 +27,11 @@ MODULE_RELEASE := target/release/libratelimit.so
 ##   dpkg-source    dpkg-dev: .ci/fetch-redis8 unpacks and patches Debian's source package
 ##   xz             xz-utils: .ci/fetch-valkey unpacks Debian's .orig.tar.xz (dpkg-dev brings it too)
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
+##   faketime       faketime (and its libfaketime): holds the clock of the GCRA references
+##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/gcra_reference.rs
 RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
 TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev xz=xz-utils \
-	javac=default-jdk-headless mvn=maven
+	javac=default-jdk-headless mvn=maven faketime=faketime
 
 ## ls fails when any one of its globs matches nothing, so its output is what counts.
 define install_missing

@@ -12,6 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::server::Server;
@@ -103,8 +104,14 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 }
 
 /// The reference server, redis-cell's library and libfaketime: from `$GCRA_REFERENCE_SERVER`
-/// and `$REDIS_CELL` if set, otherwise built from `../shared/servers` (once, cached).
+/// and `$REDIS_CELL` if set, otherwise built from `../shared/servers` (once, cached; the tests
+/// of one binary, running in parallel, wait for one build).
 fn paths() -> Result<(PathBuf, PathBuf, PathBuf), String> {
+    static PATHS: OnceLock<Result<(PathBuf, PathBuf, PathBuf), String>> = OnceLock::new();
+    PATHS.get_or_init(find).clone()
+}
+
+fn find() -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let faketime = ["x86_64-linux-gnu", "aarch64-linux-gnu"]
         .iter()
         .map(|arch| PathBuf::from(format!("/usr/lib/{arch}/faketime/libfaketime.so.1")))
