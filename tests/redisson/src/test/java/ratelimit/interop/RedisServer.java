@@ -61,7 +61,7 @@ final class RedisServer implements AutoCloseable {
                     "--port", Integer.toString(port), "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no",
                     "--dir", dir.toString(), "--logfile", log.toString(),
-                    "--loadmodule", module.toString()))
+                    "--loadmodule", module.toString(), "debug-commands", "yes"))
                     .redirectErrorStream(true)
                     .redirectOutput(dir.resolve("stdout.log").toFile())
                     .start();
