@@ -46,8 +46,8 @@ pub const WINDOW: i64 = 1_000;
 pub const CALLS: usize = 2_000;
 
 /// The caller context whose call edges are the top-level commands.
-const TOP_LEVEL: &str = "call'processCommand";
-const MODULE_PROC: &str = "RedisModuleCommandDispatcher";
+pub(crate) const TOP_LEVEL: &str = "call'processCommand";
+pub(crate) const MODULE_PROC: &str = "RedisModuleCommandDispatcher";
 
 /// The phases, in the order they run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -280,18 +280,7 @@ pub fn section(module: &Path, cell: Option<&Path>) -> Section {
 pub fn run(module: &Path, cell: Option<&Path>, window: i64, calls: usize) -> Res<Instructions> {
     let dir = dump_dir()?;
     let out_file = dir.join("callgrind.out");
-    let wrapper = vec![
-        "valgrind".to_string(),
-        "--tool=callgrind".into(),
-        "--instr-atstart=no".into(),
-        // `call` gets one context per caller: top-level commands (from processCommand) apart
-        // from those run by EXEC, a script or RM_Call.
-        "--separate-callers1=call".into(),
-        // Every name and position in full, so the dumps parse line by line.
-        "--compress-strings=no".into(),
-        "--compress-pos=no".into(),
-        format!("--callgrind-out-file={}", out_file.display()),
-    ];
+    let wrapper = wrapper(&out_file);
     let cell_args = cell.map(cell::load_args);
     let extra: Vec<&str> = cell_args
         .iter()
@@ -299,7 +288,7 @@ pub fn run(module: &Path, cell: Option<&Path>, window: i64, calls: usize) -> Res
         .collect();
     print!("instructions per call: starting redis-server under callgrind ... ");
     flush();
-    let server = server::start(module, &wrapper, &extra)?;
+    let server = server::start_after(&extra, module, &wrapper, &[])?;
     let pid = server.pid().to_string();
     let mut con = server::connect(&server)?;
     set_clock(&mut con, T0)?;
@@ -393,8 +382,24 @@ pub fn run(module: &Path, cell: Option<&Path>, window: i64, calls: usize) -> Res
     })
 }
 
+/// valgrind's command line for a server whose dumps go to `out_file`.N.
+pub(crate) fn wrapper(out_file: &Path) -> Vec<String> {
+    vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".into(),
+        "--instr-atstart=no".into(),
+        // `call` gets one context per caller: top-level commands (from processCommand) apart
+        // from those run by EXEC, a script or RM_Call.
+        "--separate-callers1=call".into(),
+        // Every name and position in full, so the dumps parse line by line.
+        "--compress-strings=no".into(),
+        "--compress-pos=no".into(),
+        format!("--callgrind-out-file={}", out_file.display()),
+    ]
+}
+
 /// The dumps callgrind wrote (`callgrind.out.N`), in order.
-fn dump_files(dir: &Path) -> Res<Vec<PathBuf>> {
+pub(crate) fn dump_files(dir: &Path) -> Res<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -413,10 +418,10 @@ fn dump_files(dir: &Path) -> Res<Vec<PathBuf>> {
 
 /// What one dump says: its trigger (the phase name given to `--dump=`), its total instruction
 /// count, and per call edge (caller, callee) the calls and their inclusive instructions.
-struct Dump {
-    trigger: String,
-    total: u64,
-    edges: HashMap<(String, String), (u64, u64)>,
+pub(crate) struct Dump {
+    pub trigger: String,
+    pub total: u64,
+    pub edges: HashMap<(String, String), (u64, u64)>,
 }
 
 impl Dump {
@@ -424,7 +429,7 @@ impl Dump {
     /// the one event (Ir): `fn=` names the function whose lines follow, `cfn=` the callee of the
     /// next `calls=<count> <target>` line, and the line after that holds `<position> <inclusive
     /// Ir>` of those calls.
-    fn parse(text: &str) -> Dump {
+    pub(crate) fn parse(text: &str) -> Dump {
         let mut dump = Dump {
             trigger: String::new(),
             total: 0,
@@ -467,7 +472,7 @@ impl Dump {
 }
 
 /// Runs `callgrind_control <args> <pid>`: it waits until the running server has done it.
-fn control(pid: &str, args: &[&str]) -> Res<()> {
+pub(crate) fn control(pid: &str, args: &[&str]) -> Res<()> {
     let status = Command::new("callgrind_control")
         .args(args)
         .arg(pid)

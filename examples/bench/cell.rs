@@ -57,9 +57,11 @@ const BATCH: usize = 500;
 
 /// `$REDIS_CELL`, if set: the path of a redis-cell build to load beside the module. A path
 /// that does not exist is an error, not a silent skip: the caller asked for the comparison.
+/// Unset, redis-cell 0.5.0 as `.ci/fetch-shared redis-cell` builds it from the sources kept
+/// beside the project, where they are (a user's clone has none: then it is not measured).
 pub fn path() -> Res<Option<PathBuf>> {
     match env::var_os("REDIS_CELL") {
-        None => Ok(None),
+        None => Ok(shared_build()),
         Some(p) if p.is_empty() => Ok(None),
         Some(p) => {
             let path = PathBuf::from(&p);
@@ -72,7 +74,23 @@ pub fn path() -> Res<Option<PathBuf>> {
     }
 }
 
-/// The server options that load it.
+/// redis-cell 0.5.0 built by `.ci/fetch-shared` (cached under target/), if the sources are here.
+fn shared_build() -> Option<PathBuf> {
+    let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !project.join("../shared/servers").is_dir() {
+        return None;
+    }
+    let output = std::process::Command::new(project.join(".ci/fetch-shared"))
+        .arg("redis-cell")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    (output.status.success() && path.is_file()).then_some(path)
+}
+
+/// The server options that load it (before the module: its `CL.THROTTLE` then stays
+/// redis-cell's, and the module skips the name).
 pub fn load_args(path: &std::path::Path) -> [String; 2] {
     ["--loadmodule".into(), path.to_string_lossy().into_owned()]
 }

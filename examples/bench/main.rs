@@ -9,6 +9,8 @@
 //! cargo run --release --example bench -- --memory [--quick] # only the memory table
 //! cargo run --release --example bench -- --worst [--quick]  # only the worst cases
 //!                                                           # (worst.rs)
+//! cargo run --release --example bench -- --gcra [--quick]   # only the GCRA drop-ins
+//!                                                           # (gcra.rs)
 //! cargo run --release --example bench -- profile [--window N] [--calls N] [--top N]
 //!                                                           # instructions per call (callgrind)
 //! ```
@@ -40,6 +42,7 @@ use server::{module_path, which};
 mod callgrind;
 mod calls;
 mod cell;
+mod gcra;
 mod limiter;
 mod machine;
 mod measure;
@@ -62,7 +65,7 @@ fn main() {
         Some("profile") => profile::run(&args[1..]),
         Some("-h" | "--help") => {
             println!(
-                "usage: bench [--quick] [--worst | --memory] | bench profile [--window N] [--calls N] [--top N]"
+                "usage: bench [--quick] [--worst | --memory | --gcra] | bench profile [--window N] [--calls N] [--top N]"
             );
             Ok(())
         }
@@ -111,9 +114,10 @@ fn full(args: &[String]) -> Res<()> {
     let quick = args.iter().any(|a| a == "--quick");
     let worst_only = args.iter().any(|a| a == "--worst");
     let memory_only = args.iter().any(|a| a == "--memory");
+    let gcra_only = args.iter().any(|a| a == "--gcra");
     if let Some(bad) = args
         .iter()
-        .find(|a| !matches!(a.as_str(), "--quick" | "--worst" | "--memory"))
+        .find(|a| !matches!(a.as_str(), "--quick" | "--worst" | "--memory" | "--gcra"))
     {
         return Err(format!("unknown argument '{bad}' (try --help)").into());
     }
@@ -129,6 +133,9 @@ fn full(args: &[String]) -> Res<()> {
     };
     if worst_only {
         return worst_cases(quick, worst_sizes);
+    }
+    if gcra_only {
+        return gcra_section(quick);
     }
     if memory_only {
         let memory = memory::run(&module_path(), memory_rates)?;
@@ -160,7 +167,7 @@ fn full(args: &[String]) -> Res<()> {
         .iter()
         .flat_map(|a| a.iter().map(String::as_str))
         .collect();
-    let server = server::start(&module, &[], &extra)?;
+    let server = server::start_after(&extra, &module, &[], &[])?;
     let mut con = server::connect(&server)?;
     set_clock(&mut con, T0)?;
     let mut clock = T0;
@@ -215,7 +222,21 @@ fn full(args: &[String]) -> Res<()> {
     };
     let text = report.table();
     println!("\n{text}");
-    report::save("latest", &report.json(), &text)
+    report::save("latest", &report.json(), &text)?;
+    gcra_section(quick)
+}
+
+/// The GCRA drop-ins against redis-cell and a GCRA script: bench/results/gcra.json (and .txt).
+fn gcra_section(quick: bool) -> Res<()> {
+    let module = module_path();
+    let cell = cell::path()?;
+    if cell.is_none() {
+        println!("gcra: redis-cell not measured (set REDIS_CELL=/path/to/libredis_cell.so)");
+    }
+    let report = gcra::run(&module, cell.as_deref(), &gcra::Plan::new(quick))?;
+    let text = report.table();
+    println!("\n{text}");
+    report::save("gcra", &serde_json::to_string_pretty(&report.json())?, &text)
 }
 
 /// `--worst`: only the worst cases. Written to bench/results/worst.json (and worst.txt), so a

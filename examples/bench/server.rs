@@ -19,6 +19,17 @@ pub use shared::{server_binary, Server};
 /// persistence; `wrapper` runs it under another program (valgrind); `extra` are more server
 /// options. Stop it with [`stop`] to let it exit cleanly; dropping it kills it.
 pub fn start(module: &Path, wrapper: &[String], extra: &[&str]) -> Res<Server> {
+    start_after(&[], module, wrapper, extra)
+}
+
+/// As [`start`], with server arguments that come before the module's `--loadmodule`: another
+/// module loaded first (redis-cell, whose `CL.THROTTLE` the module then leaves to it).
+pub fn start_after(
+    first: &[&str],
+    module: &Path,
+    wrapper: &[String],
+    extra: &[&str],
+) -> Res<Server> {
     if !module.exists() {
         return Err(format!(
             "{} is missing: run `make bench`, or `cargo build --release` first",
@@ -32,12 +43,13 @@ pub fn start(module: &Path, wrapper: &[String], extra: &[&str]) -> Res<Server> {
     } else {
         server_binary_path().to_string_lossy().into_owned()
     });
-    let mut args: Vec<String> = vec![
+    let mut args: Vec<String> = first.iter().map(|s| s.to_string()).collect();
+    args.extend([
         "--loadmodule".into(),
         module.to_string_lossy().into_owned(),
         "debug-commands".into(),
         "yes".into(),
-    ];
+    ]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let root = env::temp_dir().join("ratelimit-bench");
     // Under valgrind the server takes a while to come up.
