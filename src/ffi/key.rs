@@ -325,36 +325,55 @@ impl RawKey {
     }
 
     /// Remaining TTL in ms, or None when the key has none (or does not exist).
+    ///
+    /// The key's type is asked first: since Redis 8.2 (keys and values in one object)
+    /// GetExpire and GetAbsExpire read the value before they check that there is one, so on a
+    /// missing key they crash the server.
     pub(crate) fn ttl(&self) -> Option<i64> {
+        if self.key_type() == KeyType::Empty {
+            return None;
+        }
         let (key, get) = (self.handle()?, api!(RedisModule_GetExpire)?);
-        // SAFETY: GetExpire accepts any open key.
+        // SAFETY: GetExpire on an open key that exists (checked above).
         let ttl = unsafe { get(key) };
-        (ttl >= 0 && self.key_type() != KeyType::Empty).then_some(ttl)
+        (ttl >= 0).then_some(ttl)
     }
 
-    /// The absolute expiry in unix ms, or None.
+    /// The absolute expiry in unix ms, or None (no TTL, or no key: see [`RawKey::ttl`]).
     pub(crate) fn expires_at(&self) -> Option<i64> {
+        if self.key_type() == KeyType::Empty {
+            return None;
+        }
         let (key, get) = (self.handle()?, api!(RedisModule_GetAbsExpire)?);
-        // SAFETY: GetAbsExpire accepts any open key.
+        // SAFETY: GetAbsExpire on an open key that exists (checked above).
         let at = unsafe { get(key) };
-        (at >= 0 && self.key_type() != KeyType::Empty).then_some(at)
+        (at >= 0).then_some(at)
     }
 
-    /// Sets the absolute expiry; false if the key is missing or the server refused.
+    /// Sets the absolute expiry; false if the key is missing or the server refused. A missing
+    /// key is never handed to the server's expire setters (as with the getters, newer servers
+    /// read the value first).
     pub(crate) fn set_expires_at(&self, at: i64) -> bool {
+        if self.key_type() == KeyType::Empty {
+            return false;
+        }
         let (Some(key), Some(set)) = (self.writable(), api!(RedisModule_SetAbsExpire)) else {
             return false;
         };
-        // SAFETY: a key opened for writing.
+        // SAFETY: a key opened for writing that exists (checked above).
         unsafe { set(key, at) == raw::REDISMODULE_OK as c_int }
     }
 
-    /// Removes the TTL; false if the server refused.
+    /// Removes the TTL; false if the key is missing or the server refused.
     pub(crate) fn persist(&self) -> bool {
+        if self.key_type() == KeyType::Empty {
+            return false;
+        }
         let (Some(key), Some(set)) = (self.writable(), api!(RedisModule_SetExpire)) else {
             return false;
         };
-        // SAFETY: a key opened for writing; NO_EXPIRE removes the TTL.
+        // SAFETY: a key opened for writing that exists (checked above); NO_EXPIRE removes the
+        // TTL.
         unsafe { set(key, raw::REDISMODULE_NO_EXPIRE as i64) == raw::REDISMODULE_OK as c_int }
     }
 
