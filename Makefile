@@ -4,6 +4,8 @@
 #   make deps-examples  the HTTP middleware examples' packages (examples/middleware), pinned
 #   make test-valkey  the same tests against Valkey 8.1, built from Debian's source package
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
+#   make test-unstable  the same tests against the newest Redis code (../shared/servers)
+#   make test-valkey9  the same tests against Valkey 9.1.2 (../shared/servers)
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
@@ -14,7 +16,7 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples examples-toolchains build release run test test-redisson \
-	test-valkey test-redis8 lint ci clean bench
+	test-valkey test-redis8 test-unstable test-valkey9 lint ci clean bench
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -132,11 +134,23 @@ test-redis8: deps build deps-examples
 	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
+## The same suite against the newest Redis code (the `unstable` branch after 8.8) and Valkey 9.1.2,
+## built from the sources kept beside the project in ../shared/servers under target/unstable and
+## target/valkey9 the first time (about 2 minutes each on 2 cores). A clone without ../shared
+## says so; `REDIS_SERVER=/path/to/server make test` runs the suite on any server binary.
+test-unstable: deps build deps-examples
+	@server="$$(.ci/fetch-shared unstable)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
+test-valkey9: deps build deps-examples
+	@server="$$(.ci/fetch-shared valkey9)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-redis8 test-valkey
+ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.

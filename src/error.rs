@@ -50,6 +50,8 @@ pub enum Error {
     OfLimiter { key: Vec<u8>, error: Box<Error> },
     /// In cluster mode, a name whose derived keys hash to another slot (such as `a{b`).
     CrossSlot { name: Vec<u8> },
+    /// An error whose text is fixed (the GCRA commands' texts, some of them Redis's own).
+    Message(&'static str),
     /// In cluster mode, some of the limiter's keys are missing here while its slot is being
     /// migrated (Redis's own reply to a multi-key command in that state).
     SlotMigrating,
@@ -112,7 +114,7 @@ impl fmt::Display for Error {
             Error::InvalidExpireTime => {
                 f.write_str("ERR invalid expire time in 'ratelimit.expire' command")
             }
-            Error::Debug(msg) => write!(f, "ERR {msg}"),
+            Error::Debug(msg) | Error::Message(msg) => write!(f, "ERR {msg}"),
             Error::NoPermission { key } => write!(
                 f,
                 "NOPERM this user has no permissions to access the limiter key '{}'",

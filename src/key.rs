@@ -60,6 +60,7 @@ pub struct Key<'c, M: OpenMode> {
 
 /// Words the replicated commands use, made once.
 static KEEPTTL: StaticString = StaticString::new(b"KEEPTTL");
+static PXAT: StaticString = StaticString::new(b"PXAT");
 static XX: StaticString = StaticString::new(b"XX");
 static MINUS_INF: StaticString = StaticString::new(b"-inf");
 static MINUS_ONE: StaticString = StaticString::new(b"-1");
@@ -191,6 +192,9 @@ impl<M: Writable> Key<'_, M> {
         }
         let (class, event) = effect.event();
         self.notify(class, event);
+        if matches!(effect, Effect::SetExpiringAt { .. }) {
+            self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+        }
         // Emptying a hash or a zset deletes it, and the command says so too.
         if matches!(
             effect,
@@ -211,6 +215,23 @@ impl<M: Writable> Key<'_, M> {
                 if done {
                     let value = self.string(value);
                     self.replicate(c"SET", &[key, Arg::String(&value), Arg::Static(&KEEPTTL)]);
+                }
+                done
+            }
+            Effect::SetExpiringAt { value, at } => {
+                // The expiry is set on the value just written: the key exists.
+                let done = self.raw.set_string(value) && self.raw.set_expires_at(at);
+                if done {
+                    let (value, at) = (self.string(value), self.number(at));
+                    self.replicate(
+                        c"SET",
+                        &[
+                            key,
+                            Arg::String(&value),
+                            Arg::Static(&PXAT),
+                            Arg::String(&at),
+                        ],
+                    );
                 }
                 done
             }
@@ -391,6 +412,9 @@ impl<M: Writable> Key<'_, M> {
 pub enum Effect<'a> {
     /// `SET key value KEEPTTL`.
     Set(&'a [u8]),
+    /// `SET key value PXAT unix-ms`: a value and its absolute expiry in one write (a GCRA
+    /// limiter's TAT), firing `set` and `expire` as that SET does.
+    SetExpiringAt { value: &'a [u8], at: i64 },
     /// `HSET key field value ...`.
     HSet(&'a [(&'a CStr, &'a [u8])]),
     /// `HDEL key field`.
@@ -418,7 +442,9 @@ impl Effect<'_> {
     /// The keyspace event the equivalent command fires.
     fn event(&self) -> (c_int, &'static CStr) {
         match self {
-            Effect::Set(_) => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
+            Effect::Set(_) | Effect::SetExpiringAt { .. } => {
+                (raw::REDISMODULE_NOTIFY_STRING, c"set")
+            }
             Effect::HSet(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hset"),
             Effect::HDel(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hdel"),
             Effect::ZAdd { .. } | Effect::ZRescore { .. } => {

@@ -24,6 +24,7 @@ mod config_cache;
 pub mod error;
 #[allow(unsafe_code)]
 mod ffi;
+pub mod gcra;
 mod key;
 pub mod keyspace;
 pub mod limiter;
@@ -31,6 +32,7 @@ mod migration;
 mod queue;
 mod stats;
 mod store;
+mod tat;
 
 use std::os::raw::c_int;
 
@@ -140,6 +142,27 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     blocking::watch_server_events(ctx);
     // Where the category exists already (a reload), commands are still put in it.
     let _ = commands::doc::add_category(ctx);
+    for (doc, handler) in DROP_INS {
+        // A name the server or a module loaded earlier already has (a Redis build with GCRA,
+        // redis-cell's CL.THROTTLE) stays theirs; the module serves everything else.
+        if create(ctx, doc, handler) == Status::Err {
+            ctx.log_notice(&format!(
+                "ratelimit: {} is already a command here (the server's or another module's): \
+                 left to it, not registered",
+                doc.name.to_string_lossy().to_uppercase()
+            ));
+            continue;
+        }
+        if commands::doc::categorize(ctx, doc) == Status::Err
+            || commands::doc::describe(ctx, doc) == Status::Err
+        {
+            ctx.log_warning(&format!(
+                "ratelimit: could not set the ACL categories or docs of {}",
+                doc.name.to_string_lossy()
+            ));
+            return Status::Err;
+        }
+    }
     for (doc, handler) in COMMANDS.into_iter().chain(debug) {
         let steps: [(Step, &str); 2] = [
             (commands::doc::categorize, "ACL categories"),
@@ -192,6 +215,13 @@ const COMMANDS: [(&Doc, Handler); 11] = [
     (&commands::delete::DOC, handler!(commands::delete::run)),
     (&commands::expire::DOC, handler!(commands::expire::run)),
     (&commands::persist::DOC, handler!(commands::persist::run)),
+];
+
+/// The GCRA drop-ins, under the names their users' clients send: each is skipped, not an error,
+/// where the name is taken.
+const DROP_INS: [(&Doc, Handler); 2] = [
+    (&commands::throttle::DOC, handler!(commands::throttle::run)),
+    (&commands::gcra::DOC, handler!(commands::gcra::run)),
 ];
 
 /// RATELIMIT.DEBUG, created only with `debug-commands yes`.

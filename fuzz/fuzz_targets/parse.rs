@@ -10,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
-    acquire, allow, allowall, available, config, debug, delete, expire, persist, release, setrate,
-    tryacquire,
+    acquire, allow, allowall, available, config, debug, delete, expire, gcra, persist, release,
+    setrate, throttle, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
 
@@ -31,6 +31,20 @@ fuzz_target!(|data: &[u8]| {
         assert!(change.client.is_none_or(|c| !c.is_empty()));
         assert_eq!(request.key, words[0]);
     }
+    if let Ok(request) = throttle::parse(&words) {
+        assert_eq!(request.key, words[0]);
+        // Any accepted request computes without panicking, at any clock and stored TAT.
+        for (tat, now) in [(None, 0), (Some(0), i64::MAX / 2_000_000), (Some(i64::MAX), 1)] {
+            let _ = request.throttle.call(tat, now, request.quantity);
+        }
+    }
+    if let Ok(request) = gcra::parse(&words) {
+        assert!(request.tokens >= 1);
+        for (tat, now) in [(None, 0), (Some(1), i64::MAX / 2_000), (Some(i64::MAX), 1)] {
+            let _ = request.gcra.call(tat, now, request.tokens);
+        }
+    }
+    let _ = args::parse_double(rest);
     if let Ok(request) = tryacquire::parse(&words) {
         assert!(request.permits >= 1);
         assert!(request.client.is_none_or(|c| !c.is_empty()));

@@ -46,6 +46,7 @@ pub enum Keys {
 pub enum Kind {
     Key,
     Integer,
+    Double,
     String,
     /// A bare keyword (`NX`).
     Token,
@@ -170,6 +171,7 @@ impl Argument for Arg {
         let kind = match self.kind {
             Kind::Key => ArgKind::Key,
             Kind::Integer => ArgKind::Integer,
+            Kind::Double => ArgKind::Double,
             Kind::String => ArgKind::String,
             Kind::Token => ArgKind::PureToken,
             Kind::OneOf(children) => ArgKind::OneOf(children),

@@ -9,9 +9,11 @@ pub mod debug;
 pub mod delete;
 pub mod doc;
 pub mod expire;
+pub mod gcra;
 pub mod persist;
 pub mod release;
 pub mod setrate;
+pub mod throttle;
 pub mod tryacquire;
 
 use std::os::raw::{c_char, c_long};

@@ -57,6 +57,7 @@ pub(crate) enum KeySpec {
 pub(crate) enum ArgKind<'a, A> {
     Key,
     Integer,
+    Double,
     String,
     PureToken,
     OneOf(&'a [A]),
@@ -174,6 +175,10 @@ fn raw_args<A: Argument>(
             ),
             ArgKind::Integer => (
                 raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                None,
+            ),
+            ArgKind::Double => (
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
                 None,
             ),
             ArgKind::String => (

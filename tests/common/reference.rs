@@ -116,7 +116,9 @@ fn find() -> Result<(PathBuf, PathBuf, PathBuf), String> {
         .iter()
         .map(|arch| PathBuf::from(format!("/usr/lib/{arch}/faketime/libfaketime.so.1")))
         .find(|path| path.exists())
-        .ok_or("libfaketime is not installed (Debian: apt-get install faketime; `make deps` does)")?;
+        .ok_or(
+            "libfaketime is not installed (Debian: apt-get install faketime; `make deps` does)",
+        )?;
     let server = from_env_or_built("GCRA_REFERENCE_SERVER", "redis-gcra")?;
     let cell = from_env_or_built("REDIS_CELL", "redis-cell")?;
     Ok((server, cell, faketime))

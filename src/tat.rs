@@ -1,0 +1,106 @@
+//! The one key of a GCRA limiter: a string holding its theoretical arrival time (TAT), as
+//! `CL.THROTTLE` and `GCRA` read and write it. Kept apart from the sliding log's `store`: the
+//! two share nothing but [`Key`], through which every write is applied, replicated and notified.
+
+use redis_module::Context;
+
+use crate::error::Error;
+use crate::gcra::Write as TatWrite;
+use crate::key::{Effect, Key, Kind, Write};
+
+pub struct TatKey<'c> {
+    key: Key<'c, Write>,
+}
+
+impl<'c> TatKey<'c> {
+    pub fn open(ctx: &'c Context, name: &[u8]) -> Self {
+        TatKey {
+            key: Key::open(ctx, name),
+        }
+    }
+
+    /// The stored TAT, read by `parse`; None when there is no key, or its expiry has passed on
+    /// the module's clock (the debug clock decides this as the server's clock decides a
+    /// lookup: a key counts while now is at or before its expiry). A key of another type is
+    /// `WRONGTYPE`.
+    pub fn read<T>(
+        &self,
+        now_ms: i64,
+        parse: impl FnOnce(&[u8]) -> Result<T, Error>,
+    ) -> Result<Option<T>, Error> {
+        match self.key.kind() {
+            Kind::Empty => return Ok(None),
+            Kind::String => {}
+            _ => return Err(Error::WrongType),
+        }
+        if self.key.expires_at().is_some_and(|at| at < now_ms) {
+            return Ok(None);
+        }
+        self.key
+            .read_string(parse)
+            .unwrap_or(Err(Error::WrongType))
+            .map(Some)
+    }
+
+    /// Makes the call's write: the new TAT as `SET key tat PXAT ms`, or the key's removal.
+    pub fn write(&self, write: TatWrite) {
+        match write {
+            TatWrite::Nothing => {}
+            TatWrite::Store { tat, expires_at } => {
+                let mut buf = itoa_buf();
+                let value = decimal(tat, &mut buf);
+                self.key.apply(Effect::SetExpiringAt {
+                    value,
+                    at: expires_at,
+                });
+            }
+            TatWrite::Delete => {
+                self.key.apply(Effect::Unlink);
+            }
+        }
+    }
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// `n` (>= 0 for a TAT, but any i64 is written right) in decimal, in `buf`.
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        if let Some(digit) = buf.get_mut(at) {
+            *digit = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 || at == 0 {
+            break;
+        }
+    }
+    if n < 0 && at > 0 {
+        at -= 1;
+        if let Some(sign) = buf.get_mut(at) {
+            *sign = b'-';
+        }
+    }
+    buf.get(at..).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals() {
+        let mut buf = itoa_buf();
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(
+            decimal(1_800_000_000_206_000, &mut buf),
+            b"1800000000206000"
+        );
+        assert_eq!(decimal(i64::MAX, &mut buf), b"9223372036854775807");
+        assert_eq!(decimal(-5, &mut buf), b"-5");
+    }
+}
