@@ -100,7 +100,13 @@ impl Contender {
             }
             Contender::Lua => {
                 let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(sha).arg(1).arg(key).arg(burst).arg(rate).arg(period).arg(1);
+                cmd.arg(sha)
+                    .arg(1)
+                    .arg(key)
+                    .arg(burst)
+                    .arg(rate)
+                    .arg(period)
+                    .arg(1);
                 cmd
             }
         }
@@ -199,7 +205,8 @@ fn warm(
         let mut pipe = redis::pipe();
         for _ in 0..batch {
             let key = keys.name(contender, allowed, in_order(0));
-            pipe.add_command(contender.command(sha, &key, allowed)).ignore();
+            pipe.add_command(contender.command(sha, &key, allowed))
+                .ignore();
         }
         let _: () = pipe.query(con)?;
         left -= batch;
@@ -415,7 +422,9 @@ pub fn run(module: &Path, cell: Option<&Path>, plan: &Plan) -> Res<Report> {
     }
     drop(servers);
     let instructions = match callgrind::missing_tool() {
-        Some(tool) => Err(format!("{tool} not found (Debian: apt-get install valgrind)")),
+        Some(tool) => Err(format!(
+            "{tool} not found (Debian: apt-get install valgrind)"
+        )),
         None => instructions(module, cell, plan).map_err(|e| e.to_string()),
     };
     Ok(Report {
@@ -436,7 +445,11 @@ fn instructions(module: &Path, cell: Option<&Path>, plan: &Plan) -> Res<Vec<Row>
     fs::create_dir_all(&dir)?;
     print!("gcra: instructions per call under callgrind ... ");
     flush();
-    let mut servers = start(module, cell, &callgrind::wrapper(&dir.join("callgrind.out")))?;
+    let mut servers = start(
+        module,
+        cell,
+        &callgrind::wrapper(&dir.join("callgrind.out")),
+    )?;
     let who = contenders(&servers);
     let sha = servers.sha.clone();
     let paths = [
@@ -469,9 +482,15 @@ fn instructions(module: &Path, cell: Option<&Path>, plan: &Plan) -> Res<Vec<Row>
             let _: String = redis::cmd("PING").query(con)?;
             control(pid, &["-z"])?;
             let mut draw = Draw(0x5eed);
-            drive(con, contender, &sha, *allowed, *keys, plan.callgrind_calls, &mut |n| {
-                draw.next(n)
-            })?;
+            drive(
+                con,
+                contender,
+                &sha,
+                *allowed,
+                *keys,
+                plan.callgrind_calls,
+                &mut |n| draw.next(n),
+            )?;
             control(pid, &[&format!("--dump={trigger}")])?;
             control(pid, &["-i", "off"])?;
             phases.push((p, contender, trigger));
@@ -609,7 +628,11 @@ impl Report {
             for r in rows {
                 if let (Some(t), Some(c)) = (r.throttle, r.cell) {
                     check(
-                        format!("{what} {}: cl.throttle <= redis-cell ({:.2}x)", r.path, c / t),
+                        format!(
+                            "{what} {}: cl.throttle <= redis-cell ({:.2}x)",
+                            r.path,
+                            c / t
+                        ),
                         t <= c,
                     );
                 }

@@ -236,7 +236,11 @@ fn gcra_section(quick: bool) -> Res<()> {
     let report = gcra::run(&module, cell.as_deref(), &gcra::Plan::new(quick))?;
     let text = report.table();
     println!("\n{text}");
-    report::save("gcra", &serde_json::to_string_pretty(&report.json())?, &text)
+    report::save(
+        "gcra",
+        &serde_json::to_string_pretty(&report.json())?,
+        &text,
+    )
 }
 
 /// `--worst`: only the worst cases. Written to bench/results/worst.json (and worst.txt), so a
