@@ -177,7 +177,11 @@ fn parse_hex_float(hex: &str) -> Option<f64> {
         scale /= 16.0;
     }
     if let Some(exponent) = exponent {
-        let power: i32 = exponent.strip_prefix('+').unwrap_or(exponent).parse().ok()?;
+        let power: i32 = exponent
+            .strip_prefix('+')
+            .unwrap_or(exponent)
+            .parse()
+            .ok()?;
         value *= 2f64.powi(power);
     }
     (value.is_finite() && !(value == 0.0 && mantissa.bytes().any(|b| b != b'0' && b != b'.')))

@@ -124,6 +124,22 @@ fn find() -> Result<(PathBuf, PathBuf, PathBuf), String> {
     Ok((server, cell, faketime))
 }
 
+/// A build of one of the shared sources (`redis-gcra`, `redis-cell`), from `$variable` or
+/// `.ci/fetch-shared name`; None (and why, on stderr) where there is none, outside CI only.
+pub fn shared_build(variable: &str, name: &str) -> Option<PathBuf> {
+    match from_env_or_built(variable, name) {
+        Ok(path) => Some(path),
+        Err(why) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{name} is required in CI: {why}"
+            );
+            eprintln!("SKIPPED: no {name}: {why}");
+            None
+        }
+    }
+}
+
 fn from_env_or_built(variable: &str, name: &str) -> Result<PathBuf, String> {
     if let Ok(path) = std::env::var(variable) {
         return Ok(PathBuf::from(path));
