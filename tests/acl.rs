@@ -498,6 +498,8 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
         ("ratelimit.expire", "@write @fast @keyspace"),
         ("ratelimit.persist", "@write @fast @keyspace"),
         ("ratelimit.debug", "@admin @slow @dangerous"),
+        ("cl.throttle", "@write @fast"),
+        ("gcra", "@write @fast"),
     ];
     for (name, usual) in expected {
         let info: Vec<Vec<Value>> = line(&mut con, &format!("COMMAND INFO {name}")).unwrap();
@@ -554,7 +556,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
             let listing: Vec<String> = line(&mut con, &format!("ACL CAT {category}")).unwrap();
             let got: BTreeSet<String> = listing
                 .into_iter()
-                .filter(|n| n.starts_with("ratelimit."))
+                .filter(|n| n.starts_with("ratelimit.") || n == "cl.throttle" || n == "gcra")
                 .collect();
             assert_eq!(got, want, "{tag} on {version:?}");
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const COMMANDS: [&str; 11] = [
+const COMMANDS: [&str; 13] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -21,6 +21,8 @@ const COMMANDS: [&str; 11] = [
     "ratelimit.delete",
     "ratelimit.expire",
     "ratelimit.persist",
+    "cl.throttle",
+    "gcra",
 ];
 
 /// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]` as rendered.
@@ -166,6 +168,16 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
              [CLIENT id(string)]",
         ),
         ("ratelimit.persist", "key(key #0) [CLIENT id(string)]"),
+        (
+            "cl.throttle",
+            "key(key #0) max_burst(integer) count_per_period(integer) period(integer) \
+             [quantity(integer)]",
+        ),
+        (
+            "gcra",
+            "key(key #0) max-burst(integer) tokens-per-period(integer) period(double) \
+             [TOKENS count(integer)]",
+        ),
         (
             "ratelimit.debug",
             "subcommand(oneof: SETCLOCK unix-ms(integer) | ADVANCE ms(integer) | \
