@@ -34,7 +34,9 @@ mod stats;
 mod store;
 mod tat;
 
+use std::ffi::CStr;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use commands::doc::{Doc, Keys};
 use ffi::command::Handler;
@@ -118,6 +120,38 @@ impl LoadOptions {
     }
 }
 
+/// `ratelimit.config-cache yes|no` (default yes): keep limiters' configurations between calls.
+/// Changeable at run time.
+enum ConfigCache {}
+
+impl ffi::config::BoolSetting for ConfigCache {
+    const NAME: &'static CStr = c"config-cache";
+    const IMMUTABLE: bool = false;
+    fn get() -> bool {
+        store::keeps_configs()
+    }
+    fn set(value: bool) {
+        store::keep_configs(value);
+    }
+}
+
+/// `ratelimit.debug-commands yes|no` (default no): create RATELIMIT.DEBUG. Load time only: a
+/// client must never be able to turn on a command that moves the clock.
+enum DebugCommands {}
+
+static DEBUG_COMMANDS: AtomicBool = AtomicBool::new(false);
+
+impl ffi::config::BoolSetting for DebugCommands {
+    const NAME: &'static CStr = c"debug-commands";
+    const IMMUTABLE: bool = true;
+    fn get() -> bool {
+        DEBUG_COMMANDS.load(Ordering::Relaxed)
+    }
+    fn set(value: bool) {
+        DEBUG_COMMANDS.store(value, Ordering::Relaxed);
+    }
+}
+
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     stats::reset();
@@ -132,8 +166,17 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     };
     store::init(ctx, blocking::key_removed, options.config_cache);
+    // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
+    // CONFIG override them.
+    DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
+    let registered = ffi::config::register_bool::<ConfigCache>(ctx, options.config_cache)
+        && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands);
+    if registered && !ffi::config::load(ctx) {
+        ctx.log_warning("ratelimit: a ratelimit.* configuration was refused");
+        return Status::Err;
+    }
     // RATELIMIT.DEBUG exists only with `debug-commands yes`.
-    let debug = if options.debug_commands {
+    let debug = if DEBUG_COMMANDS.load(Ordering::Relaxed) {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
         Some(DEBUG)
     } else {

@@ -259,10 +259,32 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         }
         let config = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
-        if !self.hash.has_field_ttls() && watch_hashes(self.ctx) {
+        if watch_hashes(self.ctx) && !self.config_fields_may_expire() {
             config_cache::remember(self.db, self.name, fields, config);
         }
         Ok(Some(config))
+    }
+
+    /// Whether a field of the hash has a TTL of its own, as far as the server lets the module
+    /// know: Redis 8 shows it (HashFieldMinExpire); Redis 7.4 and Valkey 9 have field TTLs but
+    /// do not show them, so the server is asked (`HPTTL` of the configuration's fields) before
+    /// a configuration is kept. Once kept, a TTL set later on a field is a hash event, which
+    /// forgets it.
+    fn config_fields_may_expire(&self) -> bool {
+        match field_ttls(self.ctx) {
+            FieldTtls::None => false,
+            FieldTtls::Shown => self.hash.has_field_ttls(),
+            FieldTtls::Asked => {
+                let mut args: Vec<&[u8]> = vec![self.name, b"FIELDS", b"5"];
+                args.extend(CONFIG_FIELDS);
+                match self.ctx.call("HPTTL", args.as_slice()) {
+                    Ok(RedisValue::Array(ttls)) => ttls
+                        .iter()
+                        .any(|ttl| !matches!(ttl, RedisValue::Integer(-1 | -2))),
+                    _ => true,
+                }
+            }
+        }
     }
 
     /// The configuration decoded from the hash, which exists.
@@ -1070,17 +1092,14 @@ static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
 
 /// Subscribes, once per load, to the events that change a hash or remove a key, which forget
 /// the configuration kept for it: before the first configuration is kept, so a server whose
-/// limiters are never read twice pays nothing for them. False if the server refused, or if it
-/// has hash field TTLs it cannot show the module (Redis 7.4): then nothing is kept.
+/// limiters are never read twice pays nothing for them. False if configurations are not kept
+/// (`config-cache no`) or the server refused.
 fn watch_hashes(ctx: &Context) -> bool {
-    if WATCHING_HASHES.load(Ordering::Relaxed) {
-        return true;
-    }
     if !KEEP_CONFIGS.load(Ordering::Relaxed) {
         return false;
     }
-    if !field_ttls_visible(ctx) {
-        return false;
+    if WATCHING_HASHES.load(Ordering::Relaxed) {
+        return true;
     }
     let mut classes = raw::REDISMODULE_NOTIFY_HASH;
     if !watch_removals(ctx) {
@@ -1094,28 +1113,58 @@ fn watch_hashes(ctx: &Context) -> bool {
     subscribed
 }
 
-/// Whether a hash field with a TTL of its own (HEXPIRE) is visible to the module before the
-/// server deletes it: yes where the server has no field TTLs, or shows them (Redis 8's
-/// HashFieldMinExpire); no on Redis 7.4, which has them but not the call.
-/// Asked once per load: the answer is the server's.
-fn field_ttls_visible(ctx: &Context) -> bool {
-    const VISIBLE: u8 = 1;
-    const HIDDEN: u8 = 2;
-    match FIELD_TTLS.load(Ordering::Relaxed) {
-        VISIBLE => return true,
-        HIDDEN => return false,
-        _ => {}
-    }
-    let visible = key::shows_field_ttls()
-        || {
-            let reply = ctx.call("COMMAND", &["INFO", "HPEXPIRE"]);
-            !matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null))
-        };
-    FIELD_TTLS.store(if visible { VISIBLE } else { HIDDEN }, Ordering::Relaxed);
-    visible
+/// The fields of a limiter's configuration, as `HPTTL` takes them.
+const CONFIG_FIELDS: [&[u8]; 5] = [
+    b"rate",
+    b"interval",
+    b"type",
+    b"keepAliveTime",
+    b"precision",
+];
+
+/// How the module learns whether a hash field has a TTL of its own (HEXPIRE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldTtls {
+    /// The server has no field TTLs.
+    None,
+    /// The server shows them to modules (Redis 8's HashFieldMinExpire).
+    Shown,
+    /// The server has them but does not show them (Redis 7.4, Valkey 9): `HPTTL` tells.
+    Asked,
 }
 
-/// What [`field_ttls_visible`] found: 0 while not asked yet this load, 1 visible, 2 hidden.
+/// Asked once per load: the answer is the server's.
+fn field_ttls(ctx: &Context) -> FieldTtls {
+    const NONE: u8 = 1;
+    const SHOWN: u8 = 2;
+    const ASKED: u8 = 3;
+    match FIELD_TTLS.load(Ordering::Relaxed) {
+        NONE => return FieldTtls::None,
+        SHOWN => return FieldTtls::Shown,
+        ASKED => return FieldTtls::Asked,
+        _ => {}
+    }
+    let found = if key::shows_field_ttls() {
+        FieldTtls::Shown
+    } else {
+        let reply = ctx.call("COMMAND", &["INFO", "HPTTL"]);
+        let has_hpttl = matches!(reply, Ok(RedisValue::Array(items)) if items.iter().any(|item| *item != RedisValue::Null));
+        if has_hpttl {
+            FieldTtls::Asked
+        } else {
+            FieldTtls::None
+        }
+    };
+    let code = match found {
+        FieldTtls::None => NONE,
+        FieldTtls::Shown => SHOWN,
+        FieldTtls::Asked => ASKED,
+    };
+    FIELD_TTLS.store(code, Ordering::Relaxed);
+    found
+}
+
+/// What [`field_ttls`] found: 0 while not asked yet this load, else its code.
 static FIELD_TTLS: AtomicU8 = AtomicU8::new(0);
 
 /// Whether configurations are kept at all (the `config-cache` load option).
@@ -1148,6 +1197,20 @@ pub fn watch_removals(ctx: &Context) -> bool {
 /// At load: notes whether the server is a cluster node and whether to keep configurations at
 /// all, forgets what an earlier load of the module subscribed to and kept, and takes what the
 /// waiters do when a key leaves.
+/// Whether configurations are kept between calls (`ratelimit.config-cache`).
+pub fn keeps_configs() -> bool {
+    KEEP_CONFIGS.load(Ordering::Relaxed)
+}
+
+/// Turns keeping configurations on or off, at load or at run time (`CONFIG SET`): off forgets
+/// every configuration kept, so none can go stale while nothing watches for changes.
+pub fn keep_configs(on: bool) {
+    KEEP_CONFIGS.store(on, Ordering::Relaxed);
+    if !on {
+        config_cache::forget_all();
+    }
+}
+
 pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
     KEEP_CONFIGS.store(keep_configs, Ordering::Relaxed);
     CLUSTER.store(

@@ -11,6 +11,7 @@
 pub(crate) mod acl;
 pub(crate) mod blocked;
 pub(crate) mod command;
+pub(crate) mod config;
 pub(crate) mod events;
 pub(crate) mod key;
 pub(crate) mod server;
