@@ -106,10 +106,16 @@ class AcquireInteropTest extends InteropBase {
         long redissonScore = entries.get(0).score();
         assertNull(rl("ACQUIRE", "b", 2));
         entries = log(permitsKey("b"));
-        assertEquals(List.of(1L, 2L), entries.stream().map(Entry::permits).toList(), "Redisson's 2 pruned");
-        Entry last = entries.get(1);
+        Entry last = entries.get(entries.size() - 1);
+        assertEquals(2L, last.permits(), "the ACQUIRE's grant is the newest entry");
         assertTrue(last.score() >= redissonScore + 1500,
                 "ACQUIRE granted at " + last.score() + ", Redisson's 2 permits free at " + (redissonScore + 1500));
+        // Redisson's 2 pruned. The module's 1, taken a few ms after them, expires a few ms after
+        // them too: still logged, unless the waiter was woken later than that (a loaded machine).
+        List<Long> before = entries.subList(0, entries.size() - 1).stream().map(Entry::permits).toList();
+        assertTrue(before.equals(List.of()) || before.equals(List.of(1L)),
+                "only the module's 1 may precede the grant, got " + before);
+        assertTrue(entries.stream().allMatch(e -> e.score() > redissonScore), "Redisson's 2 pruned");
     }
 
     @Test
