@@ -34,6 +34,19 @@ pub struct StateKeys {
     pub permits: KeyName,
 }
 
+/// Whether `key` is named as a limiter's value or permits key (`{name}:value`,
+/// `name{tag}:permits`, `{name}:value:<client>` ...): a suffix after a name that contains `{`.
+pub fn is_state_key_name(key: &[u8]) -> bool {
+    [&b":value"[..], b":permits"].iter().any(|suffix| {
+        key.windows(suffix.len()).enumerate().any(|(at, window)| {
+            let after = key.get(at + suffix.len()..).unwrap_or_default();
+            window == *suffix
+                && key.get(..at).is_some_and(|base| base.contains(&b'{'))
+                && (after.is_empty() || after.first() == Some(&b':'))
+        })
+    })
+}
+
 impl StateKeys {
     /// The OVERALL state of limiter `name`: `{name}:value`, `{name}:permits`.
     pub fn overall(name: &[u8]) -> Self {

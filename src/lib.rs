@@ -22,6 +22,7 @@ mod clock;
 pub mod commands;
 mod config_cache;
 pub mod error;
+mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
 pub mod gcra;
@@ -183,6 +184,11 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         None
     };
     blocking::watch_server_events(ctx);
+    if !evictions::watch(ctx) {
+        ctx.log_warning(
+            "ratelimit: could not watch evictions: INFO ratelimit_evicted_keys stays 0",
+        );
+    }
     // Where the category exists already (a reload), commands are still put in it.
     let _ = commands::doc::add_category(ctx);
     for (doc, handler) in DROP_INS {

@@ -23,6 +23,8 @@ pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
 pub static WAITS: AtomicU64 = AtomicU64::new(0);
 /// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// Keys of limiters the server evicted (maxmemory), ever.
+pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
 
 /// Zeroes every counter (a fresh load of the module).
 pub fn reset() {
@@ -33,6 +35,7 @@ pub fn reset() {
         &BLOCKED_CLIENTS,
         &WAITS,
         &TIMEOUTS,
+        &EVICTED_KEYS,
     ] {
         counter.store(0, Relaxed);
     }
@@ -66,6 +69,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         ("blocked_clients", &BLOCKED_CLIENTS),
         ("waits", &WAITS),
         ("timeouts", &TIMEOUTS),
+        ("evicted_keys", &EVICTED_KEYS),
     ] {
         raw::add_info_field_unsigned_long_long(ctx, name, counter.load(Relaxed));
     }
