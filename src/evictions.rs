@@ -54,5 +54,5 @@ static LOGGED: AtomicBool = AtomicBool::new(false);
 /// At load: subscribes to evictions. False if the server refused.
 pub fn watch(ctx: &Context) -> bool {
     LOGGED.store(false, Ordering::Relaxed);
-    events::watch_keys::<Evictions>(ctx, raw::REDISMODULE_NOTIFY_EVICTED as i32)
+    events::watch_keys::<Evictions>(ctx, raw::REDISMODULE_NOTIFY_EVICTED)
 }
