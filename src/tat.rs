@@ -20,12 +20,15 @@ impl<'c> TatKey<'c> {
     }
 
     /// The stored TAT, read by `parse`; None when there is no key, or its expiry has passed on
-    /// the module's clock (the debug clock decides this as the server's clock decides a
-    /// lookup: a key counts while now is at or before its expiry). A key of another type is
-    /// `WRONGTYPE`.
+    /// the module's clock. A key of another type is `WRONGTYPE`.
+    ///
+    /// `frozen_at` is the module's clock when it is not the server's (the debug clock): then it
+    /// decides a key's expiry as the server's clock decides a lookup (a key counts while now is
+    /// at or before its expiry). On the server's clock the lookup has decided already, and the
+    /// expiry is not read again.
     pub fn read<T>(
         &self,
-        now_ms: i64,
+        frozen_at: Option<i64>,
         parse: impl FnOnce(&[u8]) -> Result<T, Error>,
     ) -> Result<Option<T>, Error> {
         match self.key.kind() {
@@ -33,8 +36,10 @@ impl<'c> TatKey<'c> {
             Kind::String => {}
             _ => return Err(Error::WrongType),
         }
-        if self.key.expires_at().is_some_and(|at| at < now_ms) {
-            return Ok(None);
+        if let Some(now_ms) = frozen_at {
+            if self.key.expires_at().is_some_and(|at| at < now_ms) {
+                return Ok(None);
+            }
         }
         self.key
             .read_string(parse)

@@ -89,7 +89,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
     let now = clock::now_ms();
     let key = TatKey::open(ctx, request.key);
-    let tat = key.read(now, |bytes| {
+    let tat = key.read(clock::is_frozen().then_some(now), |bytes| {
         let tat = parse_i64(bytes).ok_or(Error::Message(INVALID_KEY))?;
         if tat <= 0 {
             return Err(Error::Message(NEGATIVE_TIME));
@@ -101,13 +101,8 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.tokens)
         .map_err(|e| Error::Message(e.message()))?;
     key.write(outcome.write);
-    Ok(RedisValue::Array(
-        outcome
-            .reply()
-            .into_iter()
-            .map(RedisValue::Integer)
-            .collect(),
-    ))
+    super::reply_integers(ctx, &outcome.reply());
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

@@ -218,6 +218,15 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
     })
 }
 
+/// An array of integers, replied straight into the client's buffer (the same in RESP2 and
+/// RESP3): the GCRA commands' five numbers, with nothing allocated for them.
+pub(crate) fn reply_integers(ctx: &redis_module::Context, numbers: &[i64]) {
+    redis_module::raw::reply_with_array(ctx.ctx, numbers.len() as std::os::raw::c_long);
+    for &n in numbers {
+        redis_module::raw::reply_with_long_long(ctx.ctx, n);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,3 +330,4 @@ mod tests {
         );
     }
 }
+

@@ -82,7 +82,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
     let now = clock::now_ms();
     let key = TatKey::open(ctx, request.key);
-    let tat = key.read(now, |bytes| {
+    let tat = key.read(clock::is_frozen().then_some(now), |bytes| {
         parse_i64_lenient(bytes)
             .filter(|tat| *tat >= 0)
             .ok_or_else(|| {
@@ -94,13 +94,8 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.quantity)
         .map_err(throttle_error)?;
     key.write(outcome.write);
-    Ok(RedisValue::Array(
-        outcome
-            .reply()
-            .into_iter()
-            .map(RedisValue::Integer)
-            .collect(),
-    ))
+    super::reply_integers(ctx, &outcome.reply());
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]
