@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
-.PHONY: deps deps-run deps-java deps-examples examples-toolchains build release run test test-redisson \
+.PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
 	test-valkey test-redis8 test-unstable test-valkey9 lint ci clean bench
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
@@ -75,10 +75,21 @@ run: release
 ## cargo test does not build a cdylib for the integration tests: build it first. Each test target
 ## prints the server's version line first, so a log says which server the suite ran on.
 ## tests/middleware.rs runs the example apps: their packages come first.
-test: deps build deps-examples
+test: deps build deps-examples deps-shared
 	@$(REDIS_SERVER) --version
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
+
+## The GCRA references the tests compare with (Redis's GCRA build, redis-cell 0.5.0), built once
+## from ../shared/servers under target/ before the test binaries run (which would otherwise
+## build them themselves, several at once). A clone without ../shared skips them (the tests say
+## so; under CI=true they fail instead).
+deps-shared:
+	@if [ -d ../shared/servers ]; then \
+		.ci/fetch-shared redis-gcra >/dev/null && .ci/fetch-shared redis-cell >/dev/null; \
+	else \
+		echo "deps-shared: no ../shared/servers: the GCRA reference tests will be skipped"; \
+	fi
 
 ## A JDK and Maven for the Redisson interop suite, only if they are missing.
 deps-java:
@@ -124,13 +135,13 @@ test-redisson: build deps-java
 
 ## The same suite against Valkey 8.1 (the upstream tarball of Debian trixie's source package),
 ## built under target/valkey81 the first time (about 2 minutes on 2 cores).
-test-valkey: deps build deps-examples
+test-valkey: deps build deps-examples deps-shared
 	@server="$$(.ci/fetch-valkey)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
 ## The same suite against Redis 8.0 (Debian trixie's source package), built under target/redis8
 ## the first time (about 2 minutes on 2 cores).
-test-redis8: deps build deps-examples
+test-redis8: deps build deps-examples deps-shared
 	@server="$$(.ci/fetch-redis8)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
@@ -138,11 +149,11 @@ test-redis8: deps build deps-examples
 ## built from the sources kept beside the project in ../shared/servers under target/unstable and
 ## target/valkey9 the first time (about 2 minutes each on 2 cores). A clone without ../shared
 ## says so; `REDIS_SERVER=/path/to/server make test` runs the suite on any server binary.
-test-unstable: deps build deps-examples
+test-unstable: deps build deps-examples deps-shared
 	@server="$$(.ci/fetch-shared unstable)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
-test-valkey9: deps build deps-examples
+test-valkey9: deps build deps-examples deps-shared
 	@server="$$(.ci/fetch-shared valkey9)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
