@@ -279,7 +279,7 @@ impl Gcra {
         let increment = self.emission * tokens;
         let now = now_ms.saturating_mul(1000);
         let base = now.max(tat_us.unwrap_or(now));
-        if i64::MAX - base < increment {
+        if base.checked_add(increment).is_none() {
             return Err(GcraError::TokensOverflow);
         }
         let decision = bucket
@@ -476,6 +476,12 @@ mod tests {
             g.call(Some(i64::MAX - 10), NOW, 1),
             Err(GcraError::TokensOverflow)
         );
+        // Any clock, however far off, computes without overflowing.
+        for now in [i64::MIN, -1, 0, i64::MAX] {
+            let _ = g.call(None, now, 1);
+            let _ = g.call(Some(1), now, 1);
+            let _ = Throttle::new(0, 1, 1).unwrap().call(Some(0), now, -1);
+        }
         assert!(GcraError::BurstOverflow.message().contains("max_burst"));
     }
 }
