@@ -61,7 +61,11 @@ fn promote_and_count(replica: &Server) -> u64 {
 
 fn pair() -> (Server, Server) {
     let master = Server::start_with(&[], &[]);
-    let _: i64 = line(&mut master.conn(), "RATELIMIT.SETRATE api 4000000000 3600000").unwrap();
+    let _: i64 = line(
+        &mut master.conn(),
+        "RATELIMIT.SETRATE api 4000000000 3600000",
+    )
+    .unwrap();
     let replica = Server::start_replica(&master, true);
     (master, replica)
 }
@@ -75,8 +79,14 @@ fn a_promoted_replica_lacks_the_last_grants_unless_each_waits_for_it() {
     let (acknowledged, plain_us) = grant_until_killed(&master, false, Duration::from_millis(1500));
     let logged = promote_and_count(&replica);
     let lost = acknowledged.saturating_sub(logged);
-    assert!(acknowledged > 1000, "too few grants to measure: {acknowledged}");
-    assert!(logged <= acknowledged + 4, "{logged} logged, {acknowledged} acknowledged");
+    assert!(
+        acknowledged > 1000,
+        "too few grants to measure: {acknowledged}"
+    );
+    assert!(
+        logged <= acknowledged + 4,
+        "{logged} logged, {acknowledged} acknowledged"
+    );
     drop((master, replica));
 
     // WAIT 1 after each grant: every grant a client was told of is on the replica.
@@ -84,7 +94,10 @@ fn a_promoted_replica_lacks_the_last_grants_unless_each_waits_for_it() {
     let (acknowledged_waited, waited_us) =
         grant_until_killed(&master, true, Duration::from_millis(1500));
     let logged_waited = promote_and_count(&replica);
-    assert!(acknowledged_waited > 100, "too few grants: {acknowledged_waited}");
+    assert!(
+        acknowledged_waited > 100,
+        "too few grants: {acknowledged_waited}"
+    );
     assert!(
         logged_waited >= acknowledged_waited,
         "with WAIT, {acknowledged_waited} acknowledged but only {logged_waited} on the promoted replica"
@@ -186,7 +199,10 @@ fn a_sentinel_failover_unblocks_acquire_with_an_error() {
         if role.as_ref().and_then(|r| r.first()) == Some(&Value::BulkString(b"master".to_vec())) {
             break;
         }
-        assert!(Instant::now() < deadline, "the replica was not promoted: {role:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the replica was not promoted: {role:?}"
+        );
         thread::sleep(Duration::from_millis(100));
     }
     let mut con = master.conn();

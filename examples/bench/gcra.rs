@@ -665,7 +665,10 @@ impl Report {
         }
         for (name, usage, _) in &self.memory {
             if name.starts_with("module") {
-                check(format!("{name} key ~120 B ({usage} B)"), (1..=130).contains(usage));
+                check(
+                    format!("{name} key ~120 B ({usage} B)"),
+                    (1..=130).contains(usage),
+                );
             }
         }
         out
