@@ -475,6 +475,7 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
             "blocked_clients",
             "configs_kept",
             "errors",
+            "evicted_keys",
             "refused",
             "timeouts",
             "waits"
