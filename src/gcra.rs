@@ -33,6 +33,36 @@ struct Decision {
     retry: Option<i64>,
 }
 
+impl Decision {
+    /// The five integers and the write: the new TAT, if allowed and `store`, expiring at its
+    /// millisecond (`units_per_ms` of the flavour's unit), times in seconds by `seconds`.
+    fn outcome(
+        self,
+        limit: i64,
+        remaining: i64,
+        store: bool,
+        (units_per_ms, now_ms): (i64, i64),
+        seconds: fn(i64) -> i64,
+    ) -> Outcome {
+        let write = if self.allowed && store {
+            Write::Store {
+                tat: self.new_tat,
+                expires_at: expiry_ms(self.new_tat.div_euclid(units_per_ms), now_ms),
+            }
+        } else {
+            Write::Nothing
+        };
+        Outcome {
+            limited: !self.allowed,
+            limit,
+            remaining,
+            retry_after: self.retry.map_or(-1, seconds),
+            reset_after: seconds(self.ttl),
+            write,
+        }
+    }
+}
+
 impl Bucket {
     /// The decision, or None when a sum would overflow.
     fn decide(self, tat: Option<i64>, now: i64, increment: i64) -> Option<Decision> {
@@ -191,22 +221,14 @@ impl Throttle {
             Some(next) => ((next / 1000) as f64 / (self.bucket.emission / 1000) as f64) as i64,
             None => 0,
         };
-        let write = if decision.allowed && quantity != 0 {
-            Write::Store {
-                tat: decision.new_tat,
-                expires_at: expiry_ms(decision.new_tat.div_euclid(NS_PER_MS), now_ms),
-            }
-        } else {
-            Write::Nothing
-        };
-        Ok(Outcome {
-            limited: !decision.allowed,
-            limit: self.limit,
+        // A peek (quantity 0) writes nothing.
+        Ok(decision.outcome(
+            self.limit,
             remaining,
-            retry_after: decision.retry.map_or(-1, cell_seconds),
-            reset_after: cell_seconds(decision.ttl),
-            write,
-        })
+            quantity != 0,
+            (NS_PER_MS, now_ms),
+            cell_seconds,
+        ))
     }
 }
 
@@ -288,22 +310,7 @@ impl Gcra {
         let remaining = bucket
             .left(decision.ttl)
             .map_or(0, |next| next / self.emission);
-        let write = if decision.allowed {
-            Write::Store {
-                tat: decision.new_tat,
-                expires_at: expiry_ms(decision.new_tat / 1000, now_ms),
-            }
-        } else {
-            Write::Nothing
-        };
-        Ok(Outcome {
-            limited: !decision.allowed,
-            limit: self.limit,
-            remaining,
-            retry_after: decision.retry.map_or(-1, ceil_seconds),
-            reset_after: ceil_seconds(decision.ttl),
-            write,
-        })
+        Ok(decision.outcome(self.limit, remaining, true, (1000, now_ms), ceil_seconds))
     }
 }
 

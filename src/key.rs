@@ -219,10 +219,11 @@ impl<M: Writable> Key<'_, M> {
                 done
             }
             Effect::SetExpiringAt { value, at } => {
+                let value = self.number(value);
                 // The expiry is set on the value just written: the key exists.
-                let done = self.raw.set_string(value) && self.raw.set_expires_at(at);
+                let done = self.raw.set_string(value.as_slice()) && self.raw.set_expires_at(at);
                 if done {
-                    let (value, at) = (self.string(value), self.number(at));
+                    let at = self.number(at);
                     self.replicate(
                         c"SET",
                         &[
@@ -412,9 +413,9 @@ impl<M: Writable> Key<'_, M> {
 pub enum Effect<'a> {
     /// `SET key value KEEPTTL`.
     Set(&'a [u8]),
-    /// `SET key value PXAT unix-ms`: a value and its absolute expiry in one write (a GCRA
+    /// `SET key number PXAT unix-ms`: a number and its absolute expiry in one write (a GCRA
     /// limiter's TAT), firing `set` and `expire` as that SET does.
-    SetExpiringAt { value: &'a [u8], at: i64 },
+    SetExpiringAt { value: i64, at: i64 },
     /// `HSET key field value ...`.
     HSet(&'a [(&'a CStr, &'a [u8])]),
     /// `HDEL key field`.

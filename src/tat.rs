@@ -52,10 +52,8 @@ impl<'c> TatKey<'c> {
         match write {
             TatWrite::Nothing => {}
             TatWrite::Store { tat, expires_at } => {
-                let mut buf = itoa_buf();
-                let value = decimal(tat, &mut buf);
                 self.key.apply(Effect::SetExpiringAt {
-                    value,
+                    value: tat,
                     at: expires_at,
                 });
             }
@@ -63,49 +61,5 @@ impl<'c> TatKey<'c> {
                 self.key.apply(Effect::Unlink);
             }
         }
-    }
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// `n` (>= 0 for a TAT, but any i64 is written right) in decimal, in `buf`.
-fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        if let Some(digit) = buf.get_mut(at) {
-            *digit = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 || at == 0 {
-            break;
-        }
-    }
-    if n < 0 && at > 0 {
-        at -= 1;
-        if let Some(sign) = buf.get_mut(at) {
-            *sign = b'-';
-        }
-    }
-    buf.get(at..).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimals() {
-        let mut buf = itoa_buf();
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(
-            decimal(1_800_000_000_206_000, &mut buf),
-            b"1800000000206000"
-        );
-        assert_eq!(decimal(i64::MAX, &mut buf), b"9223372036854775807");
-        assert_eq!(decimal(-5, &mut buf), b"-5");
     }
 }

@@ -360,26 +360,6 @@ fn move_and_copy_to_another_database_leave_the_client_in_its_own() {
     }
 }
 
-/// Collects `__keyevent@0__` notifications (event, key) until the sentinel key is set.
-fn keyevents_until_sentinel(mut pubsub: redis::PubSub<'_>) -> Vec<(String, Vec<u8>)> {
-    let mut events = Vec::new();
-    pubsub
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    loop {
-        let message = pubsub.get_message().expect("a keyspace event");
-        let event = message
-            .get_channel_name()
-            .trim_start_matches("__keyevent@0__:")
-            .to_string();
-        let key: Vec<u8> = message.get_payload().unwrap();
-        if key == b"sentinel" {
-            return events;
-        }
-        events.push((event, key));
-    }
-}
-
 #[test]
 fn every_write_fires_the_keyspace_event_of_the_equivalent_command() {
     let master = Server::start_with(

@@ -377,3 +377,23 @@ pub fn command_calls(con: &mut Connection, command: &str) -> i64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// Collects `__keyevent@0__` notifications (event, key) until the sentinel key is set.
+pub fn keyevents_until_sentinel(mut pubsub: redis::PubSub<'_>) -> Vec<(String, Vec<u8>)> {
+    let mut events = Vec::new();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    loop {
+        let message = pubsub.get_message().expect("a keyspace event");
+        let event = message
+            .get_channel_name()
+            .trim_start_matches("__keyevent@0__:")
+            .to_string();
+        let key: Vec<u8> = message.get_payload().unwrap();
+        if key == b"sentinel" {
+            return events;
+        }
+        events.push((event, key));
+    }
+}
