@@ -16,6 +16,12 @@
 //!
 //! Bounded: a fixed table of [`SLOTS`] entries indexed by a hash of the database and the name;
 //! a new entry takes its slot from whatever held it.
+//!
+//! Kept at the second read, not the first: keeping an entry costs about as much as reading the
+//! hash (three strings made, the slot's old ones freed), so a limiter read once in a long while
+//! (one of hundreds of thousands called at random) must not pay it on every call to evict
+//! another just as cold. A read only marks the name in a table of [`SEEN`] fingerprints; a
+//! read that finds its mark keeps the entry. A busy limiter is kept from its second call on.
 
 #![forbid(unsafe_code)]
 
@@ -33,6 +39,10 @@ pub const SLOTS: usize = 4096;
 
 /// The longest name kept, in bytes.
 pub const MAX_NAME: usize = 256;
+
+/// Fingerprints of names read once (four bytes each): a name whose fingerprint is still here
+/// when it is read again is kept.
+pub const SEEN: usize = 16 * 1024;
 
 struct Entry {
     db: i32,
@@ -73,19 +83,47 @@ pub struct Known {
     pub permits: Option<RedisString>,
 }
 
-/// Empty until the first entry is kept.
-static TABLE: Mutex<Vec<Option<Entry>>> = Mutex::new(Vec::new());
+/// The entries, and the fingerprints of names read once; both empty until the first read.
+struct Table {
+    entries: Vec<Option<Entry>>,
+    seen: Vec<u32>,
+}
 
-fn table() -> MutexGuard<'static, Vec<Option<Entry>>> {
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    entries: Vec::new(),
+    seen: Vec::new(),
+});
+
+fn table() -> MutexGuard<'static, Table> {
     // Nothing panics while holding the lock; were it poisoned, the table is still consistent
-    // (every write is a whole-slot assignment).
+    // (every write is a whole-slot or whole-mark assignment).
     TABLE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The slot of a name: a multiplicative hash over the database and the name, eight bytes at a
-/// time (the table only needs names spread over its slots, not a hash safe against chosen
-/// collisions: a collision costs one more read of a hash).
-fn slot(db: i32, name: &[u8]) -> usize {
+/// Where a name goes: its entry's slot, its mark's place and the mark.
+struct Place {
+    slot: usize,
+    mark: usize,
+    fingerprint: u32,
+}
+
+impl Place {
+    fn of(db: i32, name: &[u8]) -> Place {
+        let hash = hash(db, name);
+        // The high bits are the best mixed: the slot from the top twelve, the mark's place
+        // from the next fourteen, the fingerprint from the low half (never 0, an empty mark).
+        Place {
+            slot: (hash >> 52) as usize % SLOTS,
+            mark: (hash >> 38) as usize % SEEN,
+            fingerprint: (hash as u32) | 1,
+        }
+    }
+}
+
+/// A multiplicative hash over the database and the name, eight bytes at a time (the table only
+/// needs names spread over its slots, not a hash safe against chosen collisions: a collision
+/// costs one more read of a hash).
+fn hash(db: i32, name: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mix = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(K);
     let mut hash = mix(name.len() as u64, db as u64);
@@ -100,15 +138,18 @@ fn slot(db: i32, name: &[u8]) -> usize {
     if let Some(place) = tail.get_mut(..rest.len()) {
         place.copy_from_slice(rest);
     }
-    hash = mix(hash, u64::from_le_bytes(tail));
-    // The high bits are the best mixed.
-    (hash >> 52) as usize % SLOTS
+    mix(hash, u64::from_le_bytes(tail))
+}
+
+/// The slot of a name.
+fn slot(db: i32, name: &[u8]) -> usize {
+    Place::of(db, name).slot
 }
 
 /// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command.
 pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     let table = table();
-    match table.get(slot(db, name)) {
+    match table.entries.get(slot(db, name)) {
         Some(Some(entry)) if entry.db == db && *entry.name == *name => {
             let names = entry.names.as_ref();
             Some(Known {
@@ -123,32 +164,58 @@ pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     }
 }
 
-/// Keeps a configuration just read from a hash of `fields` fields. The caller has made sure the
-/// events that forget it are subscribed to.
+/// Whether a configuration just read for `name` should be kept: true if the name was read
+/// recently (see the module's doc); otherwise the read is marked and false.
+pub fn admits(db: i32, name: &[u8]) -> bool {
+    if name.len() > MAX_NAME {
+        return false;
+    }
+    let place = Place::of(db, name);
+    let mut table = table();
+    if table.seen.is_empty() {
+        table.seen.resize(SEEN, 0);
+    }
+    match table.seen.get_mut(place.mark) {
+        Some(mark) if *mark == place.fingerprint => true,
+        Some(mark) => {
+            *mark = place.fingerprint;
+            false
+        }
+        None => false,
+    }
+}
+
+/// Keeps a configuration just read from a hash of `fields` fields (which [`admits`] let in).
+/// The caller has made sure the events that forget it are subscribed to.
 pub fn remember(db: i32, name: &[u8], fields: usize, config: Config) {
     if name.len() > MAX_NAME {
         return;
     }
-    let names = Names::of(name);
+    // The strings are made outside the lock; the entry they replace is freed outside it too.
+    let entry = Some(Entry {
+        db,
+        name: name.into(),
+        fields,
+        config,
+        names: Names::of(name),
+    });
+    let slot = Place::of(db, name).slot;
     let mut table = table();
-    if table.is_empty() {
-        table.resize_with(SLOTS, || None);
+    if table.entries.is_empty() {
+        table.entries.resize_with(SLOTS, || None);
     }
-    if let Some(place) = table.get_mut(slot(db, name)) {
-        *place = Some(Entry {
-            db,
-            name: name.into(),
-            fields,
-            config,
-            names,
-        });
-    }
+    let replaced = table
+        .entries
+        .get_mut(slot)
+        .map(|place| std::mem::replace(place, entry));
+    drop(table);
+    drop(replaced);
 }
 
 /// Forgets the entry of `name` in `db`, if one is kept: its hash changed or is gone.
 pub fn forget(db: i32, name: &[u8]) {
     let mut table = table();
-    if let Some(place) = table.get_mut(slot(db, name)) {
+    if let Some(place) = table.entries.get_mut(slot(db, name)) {
         if place
             .as_ref()
             .is_some_and(|entry| entry.db == db && *entry.name == *name)
@@ -161,14 +228,21 @@ pub fn forget(db: i32, name: &[u8]) {
 /// Forgets every entry: a whole database changed at once.
 pub fn forget_all() {
     let mut table = table();
-    for place in table.iter_mut() {
+    for place in table.entries.iter_mut() {
         *place = None;
+    }
+    for mark in table.seen.iter_mut() {
+        *mark = 0;
     }
 }
 
 /// How many configurations are kept now (INFO ratelimit). O(slots): for INFO, not a command.
 pub fn kept() -> usize {
-    table().iter().filter(|entry| entry.is_some()).count()
+    table()
+        .entries
+        .iter()
+        .filter(|entry| entry.is_some())
+        .count()
 }
 
 /// Whether a keyspace event leaves a hash's configuration as it was: only a TTL change does.
@@ -188,6 +262,13 @@ mod tests {
             .map(|known| known.config)
     }
 
+    /// A read of `name`'s configuration, as the store makes it.
+    fn read(db: i32, name: &[u8], fields: usize, config: Config) {
+        if admits(db, name) {
+            remember(db, name, fields, config);
+        }
+    }
+
     fn config(rate: i64) -> Config {
         Config {
             rate,
@@ -202,8 +283,10 @@ mod tests {
     #[test]
     fn entries_are_found_only_for_their_database_name_and_field_count_until_forgotten() {
         forget_all();
-        remember(0, b"api", 3, config(10));
-        assert_eq!(lookup(0, b"api", 3), Some(config(10)));
+        read(0, b"api", 3, config(10));
+        assert_eq!(lookup(0, b"api", 3), None, "a first read is only marked");
+        read(0, b"api", 3, config(10));
+        assert_eq!(lookup(0, b"api", 3), Some(config(10)), "the second is kept");
         assert_eq!(lookup(0, b"api", 4), None, "a field was added");
         assert_eq!(lookup(1, b"api", 3), None, "another database");
         assert_eq!(lookup(0, b"apj", 3), None);
@@ -216,8 +299,8 @@ mod tests {
         forget(0, b"api");
         assert_eq!(lookup(0, b"api", 3), None);
 
-        remember(0, b"api", 3, config(10));
-        remember(0, b"api", 3, config(20));
+        read(0, b"api", 3, config(10));
+        read(0, b"api", 3, config(20));
         assert_eq!(
             lookup(0, b"api", 3),
             Some(config(20)),
@@ -225,9 +308,16 @@ mod tests {
         );
         forget_all();
         assert_eq!(lookup(0, b"api", 3), None);
+        read(0, b"api", 3, config(10));
+        assert_eq!(
+            lookup(0, b"api", 3),
+            None,
+            "forget_all forgets the marks too"
+        );
 
         let long = vec![b'x'; MAX_NAME + 1];
-        remember(0, &long, 3, config(10));
+        read(0, &long, 3, config(10));
+        read(0, &long, 3, config(10));
         assert_eq!(lookup(0, &long, 3), None, "long names are not kept");
 
         // Names sharing a slot replace each other; neither is ever taken for the other.
@@ -240,8 +330,10 @@ mod tests {
             .skip(1)
             .find(|n| slot(0, n) == slot(0, first))
             .expect("a name sharing the first one's slot");
-        remember(0, first, 3, config(1));
-        remember(0, twin, 3, config(2));
+        read(0, first, 3, config(1));
+        read(0, first, 3, config(1));
+        read(0, twin, 3, config(2));
+        read(0, twin, 3, config(2));
         assert_eq!(lookup(0, first, 3), None);
         assert_eq!(lookup(0, twin, 3), Some(config(2)));
         forget(0, first);
@@ -250,6 +342,25 @@ mod tests {
             Some(config(2)),
             "forgetting a twin keeps the entry"
         );
+
+        // Of names read once each, a later read keeps those whose mark no other name took.
+        forget_all();
+        for name in &names {
+            read(0, name, 3, config(1));
+        }
+        let kept_now = names.iter().filter(|n| lookup(0, n, 3).is_some()).count();
+        assert_eq!(kept_now, 0, "names read once are not kept");
+        let marked = |name: &[u8]| {
+            let place = Place::of(0, name);
+            table().seen.get(place.mark) == Some(&place.fingerprint)
+        };
+        let still_marked = names.iter().filter(|n| marked(n)).count();
+        assert!(still_marked > 0 && still_marked < names.len());
+        for name in &names {
+            let was_marked = marked(name);
+            read(0, name, 3, config(1));
+            assert_eq!(lookup(0, name, 3).is_some(), was_marked, "{name:?}");
+        }
 
         assert!(keeps_config(b"expire") && keeps_config(b"persist"));
         assert!(!keeps_config(b"hset") && !keeps_config(b"del") && !keeps_config(b"expired"));

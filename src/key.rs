@@ -104,8 +104,8 @@ impl<'c, M: OpenMode> Key<'c, M> {
 
     /// Several hash fields in one call (absent fields are None). Field names are strings made
     /// once per process, so a read allocates nothing for them.
-    pub fn hash_get5(&self, fields: [&StaticString; 5]) -> [Option<RedisString>; 5] {
-        self.raw.hash_get5(self.ctx, fields)
+    pub fn hash_get<const N: usize>(&self, fields: [&StaticString; N]) -> [Option<RedisString>; N] {
+        self.raw.hash_get(self.ctx, fields)
     }
 
     /// Visits `(score, member)` pairs of a zset in a score span. Empty or missing: no visits.

@@ -259,7 +259,10 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         }
         let config = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
-        if watch_hashes(self.ctx) && !self.config_fields_may_expire() {
+        if watch_hashes(self.ctx)
+            && config_cache::admits(self.db, self.name)
+            && !self.config_fields_may_expire()
+        {
             config_cache::remember(self.db, self.name, fields, config);
         }
         Ok(Some(config))
@@ -357,14 +360,27 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         config.ok_or(Error::NotInitialized)
     }
 
+    /// The configuration's fields. `precision`, which only this module writes, is asked only
+    /// when the hash has more fields than the four others found: a Redisson limiter, or one
+    /// made with the default precision, is read without looking for a field it does not have
+    /// (a walk of the whole hash).
     fn fields(&self) -> Fields {
-        let [rate, interval, kind, keep_alive, precision] = self.hash.hash_get5([
+        let [rate, interval, kind, keep_alive] = self.hash.hash_get([
             &FIELD_NAMES[0],
             &FIELD_NAMES[1],
             &FIELD_NAMES[2],
             &FIELD_NAMES[3],
-            &FIELD_NAMES[4],
         ]);
+        let found = [&rate, &interval, &kind, &keep_alive]
+            .into_iter()
+            .filter(|field| field.is_some())
+            .count();
+        let precision = if self.hash.hash_len() > found {
+            let [precision] = self.hash.hash_get([&FIELD_NAMES[4]]);
+            precision
+        } else {
+            None
+        };
         Fields {
             rate,
             interval,
@@ -493,16 +509,13 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
                 }
             }
         }
-        if let Some(value) = plan.value {
-            state.value.apply(Effect::Set(value.to_string().as_bytes()));
-        }
         // A refusal that leaves a client waiting keeps the limiter alive until its turn.
         let waiting = match (plan.outcome, turn) {
             (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
             (Outcome::Wait(ms), Turn::BehindWaiters) if *queued > 0 => ms,
             _ => 0,
         };
-        self.apply_ttl_rule(config, state, waiting);
+        self.write_value_and_ttls(config, state, plan.value, waiting);
         let ahead = i64::try_from(*queued).unwrap_or(i64::MAX);
         Ok(Verdict {
             outcome: if plan.append.is_some() {
@@ -645,11 +658,8 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
                 state.permits.apply(Effect::ZRem(&old));
             }
         }
-        if let Some(value) = plan.value {
-            state.value.apply(Effect::Set(value.to_string().as_bytes()));
-        }
         if plan.released > 0 || plan.prune != Prune::Nothing || plan.value.is_some() {
-            self.apply_ttl_rule(&config, &state, 0);
+            self.write_value_and_ttls(&config, &state, plan.value, 0);
         }
         Ok(plan.released)
     }
@@ -760,9 +770,6 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
                 None => state.delete(),
                 Some(plan) => {
                     state.prune(plan.prune);
-                    state
-                        .value
-                        .apply(Effect::Set(plan.value.to_string().as_bytes()));
                     let config = Config {
                         rate: change.rate,
                         interval: change.interval,
@@ -770,7 +777,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
                         keep_alive: change.keep_alive,
                         precision: change.precision,
                     };
-                    self.apply_ttl_rule(&config, state, 0);
+                    self.write_value_and_ttls(&config, state, Some(plan.value), 0);
                 }
             }
         }
@@ -800,29 +807,51 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         Ok(keys.into_iter().filter(|key| act(key)).count() as i64)
     }
 
-    /// TTL rule, after every acquisition (granted or not), release and KEEPSTATE: with a
-    /// keep-alive, refresh it on all three keys; otherwise give the state keys the hash's expiry.
-    /// `waiting` is how long a client blocked in ACQUIRE waits for its turn: the keep-alive runs
-    /// from then, so a limiter never expires under its waiters.
-    fn apply_ttl_rule(&self, config: &Config, state: &State<'_, M>, waiting: i64)
-    where
+    /// The value, if it changed, and the TTL rule, after every acquisition (granted or not),
+    /// release and KEEPSTATE: with a keep-alive, refresh it on all three keys; otherwise give the
+    /// state keys the hash's expiry. `waiting` is how long a client blocked in ACQUIRE waits for
+    /// its turn: the keep-alive runs from then, so a limiter never expires under its waiters.
+    /// A value written takes its expiry in the same `SET ... PXAT`: on a grant, one write and one
+    /// replicated command fewer than a `SET` and a `PEXPIREAT`.
+    fn write_value_and_ttls(
+        &self,
+        config: &Config,
+        state: &State<'_, M>,
+        value: Option<i64>,
+        waiting: i64,
+    ) where
         M: Writable,
     {
-        if config.keep_alive > 0 {
+        // A keep-alive moves every call; the hash's own expiry rarely does, so it is compared
+        // before it is written.
+        let (expiry, unless_same) = if config.keep_alive > 0 {
             let ttl = config
                 .keep_alive
                 .saturating_add(waiting.max(0))
                 .min(args::MAX_DURATION_MS);
             let at = expiry_in(ttl);
-            for key in [&self.hash, &state.value, &state.permits] {
+            self.hash.apply(Effect::PExpireAt(at));
+            (Some(at), false)
+        } else {
+            (self.hash.expires_at(), true)
+        };
+        let expire = |key: &Key<'_, M>, at: i64| {
+            if !(unless_same && key.expires_at() == Some(at)) {
                 key.apply(Effect::PExpireAt(at));
             }
-        } else if let Some(at) = self.hash.expires_at() {
-            for key in [&state.value, &state.permits] {
-                if key.expires_at() != Some(at) {
-                    key.apply(Effect::PExpireAt(at));
-                }
+        };
+        match (value, expiry) {
+            (Some(value), Some(at)) => {
+                state.value.apply(Effect::SetExpiringAt { value, at });
             }
+            (Some(value), None) => {
+                state.value.apply(Effect::Set(value.to_string().as_bytes()));
+            }
+            (None, Some(at)) => expire(&state.value, at),
+            (None, None) => {}
+        }
+        if let Some(at) = expiry {
+            expire(&state.permits, at);
         }
     }
 }

@@ -11,6 +11,8 @@
 //!                                                           # (worst.rs)
 //! cargo run --release --example bench -- --gcra [--quick]   # only the GCRA drop-ins
 //!                                                           # (gcra.rs)
+//! cargo run --release --example bench -- --many [--quick]   # only the many limiters
+//!                                                           # (many.rs)
 //! cargo run --release --example bench -- profile [--window N] [--calls N] [--top N]
 //!                                                           # instructions per call (callgrind)
 //! ```
@@ -45,6 +47,7 @@ mod cell;
 mod gcra;
 mod limiter;
 mod machine;
+mod many;
 mod measure;
 mod memory;
 mod profile;
@@ -65,7 +68,7 @@ fn main() {
         Some("profile") => profile::run(&args[1..]),
         Some("-h" | "--help") => {
             println!(
-                "usage: bench [--quick] [--worst | --memory | --gcra] | bench profile [--window N] [--calls N] [--top N]"
+                "usage: bench [--quick] [--worst | --memory | --gcra | --many] | bench profile [--window N] [--calls N] [--top N]"
             );
             Ok(())
         }
@@ -115,10 +118,13 @@ fn full(args: &[String]) -> Res<()> {
     let worst_only = args.iter().any(|a| a == "--worst");
     let memory_only = args.iter().any(|a| a == "--memory");
     let gcra_only = args.iter().any(|a| a == "--gcra");
-    if let Some(bad) = args
-        .iter()
-        .find(|a| !matches!(a.as_str(), "--quick" | "--worst" | "--memory" | "--gcra"))
-    {
+    let many_only = args.iter().any(|a| a == "--many");
+    if let Some(bad) = args.iter().find(|a| {
+        !matches!(
+            a.as_str(),
+            "--quick" | "--worst" | "--memory" | "--gcra" | "--many"
+        )
+    }) {
         return Err(format!("unknown argument '{bad}' (try --help)").into());
     }
     let worst_sizes: &[i64] = if quick {
@@ -136,6 +142,9 @@ fn full(args: &[String]) -> Res<()> {
     }
     if gcra_only {
         return gcra_section(quick);
+    }
+    if many_only {
+        return many_section(quick);
     }
     if memory_only {
         let memory = memory::run(&module_path(), memory_rates)?;
@@ -223,7 +232,20 @@ fn full(args: &[String]) -> Res<()> {
     let text = report.table();
     println!("\n{text}");
     report::save("latest", &report.json(), &text)?;
+    many_section(quick)?;
     gcra_section(quick)
+}
+
+/// A limiter per user, many of them, against the script: bench/results/many.json (and .txt).
+fn many_section(quick: bool) -> Res<()> {
+    let report = many::run(&module_path(), &many::Plan::new(quick))?;
+    let text = report.table();
+    println!("\n{text}");
+    report::save(
+        "many",
+        &serde_json::to_string_pretty(&report.json())?,
+        &text,
+    )
 }
 
 /// The GCRA drop-ins against redis-cell and a GCRA script: bench/results/gcra.json (and .txt).

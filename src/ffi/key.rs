@@ -156,21 +156,31 @@ impl RawKey {
         true
     }
 
-    /// Five fields of a hash in one call (absent fields are None). None of them for a key of
-    /// another type.
-    pub(crate) fn hash_get5(
+    /// Up to five fields of a hash in one call (absent fields are None). None of them for a key
+    /// of another type, or if more than five are asked.
+    pub(crate) fn hash_get<const N: usize>(
         &self,
         ctx: &Context,
-        fields: [&StaticString; 5],
-    ) -> [Option<RedisString>; 5] {
+        fields: [&StaticString; N],
+    ) -> [Option<RedisString>; N] {
         let mut out: [*mut raw::RedisModuleString; 5] = [ptr::null_mut(); 5];
-        if let (KeyType::Hash, Some(key), Some(get)) =
-            (self.key_type(), self.handle(), api!(RedisModule_HashGet))
-        {
-            let [a, b, c, d, e] = fields.map(StaticString::as_ptr);
+        // The fields asked, then NULLs: the first NULL field ends the server's list.
+        let mut asked: [*mut raw::RedisModuleString; 5] = [ptr::null_mut(); 5];
+        let fits = N <= asked.len();
+        for (slot, field) in asked.iter_mut().zip(fields) {
+            *slot = field.as_ptr();
+        }
+        if let (true, KeyType::Hash, Some(key), Some(get)) = (
+            fits,
+            self.key_type(),
+            self.handle(),
+            api!(RedisModule_HashGet),
+        ) {
+            let [a, b, c, d, e] = asked;
             let [oa, ob, oc, od, oe] = &mut out;
             // SAFETY: variadic HashGet on a hash key with (field, &mut out) pairs, terminated
-            // by NULL; a field the server could not make is NULL, which ends the list early.
+            // by NULL; the first NULL field (one not asked, or one the server could not make)
+            // ends the list, so the pairs after it are never read.
             unsafe {
                 get(
                     key,
@@ -190,7 +200,10 @@ impl RawKey {
             }
         }
         // Each non-null result is a new string owned here; RedisString frees it on drop.
-        out.map(|p| (!p.is_null()).then(|| RedisString::from_redis_module_string(ctx.ctx, p)))
+        let mut strings = out
+            .map(|p| (!p.is_null()).then(|| RedisString::from_redis_module_string(ctx.ctx, p)))
+            .into_iter();
+        std::array::from_fn(|_| strings.next().flatten())
     }
 
     /// Sets one hash field (creating the hash). Its count is of fields updated (0 for an
