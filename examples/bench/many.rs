@@ -95,6 +95,9 @@ enum Call {
     Script,
     /// The same ALLOW on a user never seen: creates the limiter and grants.
     FirstUse,
+    /// `RATELIMIT.TRYACQUIRE` of a burst in one millisecond (the callgrind breakdown only): the
+    /// clock frozen, PRECISION 1, so every grant merges into the entry logged before it.
+    Burst,
 }
 
 /// The module's grants on existing users, in the order of the first round; each later round
@@ -119,13 +122,14 @@ impl Call {
             Call::Allow => "allow",
             Call::Script => "script",
             Call::FirstUse => "first use (allow ... RATE)",
+            Call::Burst => "burst, merged grant",
         }
     }
 
     /// The command as commandstats names it.
     fn stat(self) -> &'static str {
         match self {
-            Call::TryAcquire | Call::TryAcquireUncached => "ratelimit.tryacquire",
+            Call::TryAcquire | Call::TryAcquireUncached | Call::Burst => "ratelimit.tryacquire",
             Call::Allow | Call::FirstUse => "ratelimit.allow",
             Call::Script => "evalsha",
         }
@@ -133,7 +137,7 @@ impl Call {
 
     fn command(self, sha: &str, user: &str, ids: &mut Ids) -> redis::Cmd {
         match self {
-            Call::TryAcquire | Call::TryAcquireUncached => {
+            Call::TryAcquire | Call::TryAcquireUncached | Call::Burst => {
                 let mut cmd = redis::cmd("RATELIMIT.TRYACQUIRE");
                 cmd.arg(user);
                 cmd
@@ -155,7 +159,9 @@ impl Call {
     /// Whether `reply` is a grant.
     fn granted(self, reply: &Value) -> bool {
         match self {
-            Call::TryAcquire | Call::TryAcquireUncached | Call::Script => *reply == Value::Nil,
+            Call::TryAcquire | Call::TryAcquireUncached | Call::Script | Call::Burst => {
+                *reply == Value::Nil
+            }
             // allowed, 1, limit, ...
             Call::Allow | Call::FirstUse => match reply {
                 Value::Array(items) => items.get(1) == Some(&Value::Int(1)),
@@ -647,6 +653,7 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
         Call::Allow,
         Call::Script,
         Call::FirstUse,
+        Call::Burst,
     ];
     let mut draw = Draw(0x5eed);
     for (p, &call) in phases.iter().enumerate() {
@@ -654,6 +661,18 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
             (0..plan.callgrind_calls)
                 .map(|i| format!("cg:{i}"))
                 .collect()
+        } else if call == Call::Burst {
+            // Last: it freezes the clock. One warm call logs the entry the others merge into.
+            set_clock(&mut con, T0)?;
+            let _: i64 = redis::cmd("RATELIMIT.SETRATE")
+                .arg("burst")
+                .arg(1_000_000_000)
+                .arg(1000)
+                .arg("PRECISION")
+                .arg(1)
+                .query(&mut con)?;
+            drive(&mut con, call, &sha, &["burst".to_string()], &mut ids)?;
+            vec!["burst".to_string(); plan.callgrind_calls]
         } else {
             (0..plan.callgrind_calls)
                 .map(|_| user(draw.next(CALLGRIND_USERS)))
