@@ -11,8 +11,8 @@
 //! TTL on every call.
 //!
 //! An entry also keeps the limiter's key names as server strings (the hash and the OVERALL
-//! state's value and permits), so a call on a known limiter makes none: it takes another
-//! reference to each.
+//! state's value and permits), made at its first use, so a later call on a known limiter makes
+//! none: it takes another reference to each.
 //!
 //! Bounded: a fixed table of [`SLOTS`] entries indexed by a hash of the database and the name;
 //! a new entry takes its slot from whatever held it.
@@ -50,7 +50,10 @@ struct Entry {
     /// The hash's field count when it was read.
     fields: usize,
     config: Config,
-    /// None where the server cannot make strings (unit tests).
+    /// Made at the entry's first use, not when it is kept: most entries of a server with many
+    /// more limiters than slots are never used before another takes their slot, and making
+    /// and freeing their strings would cost those calls what the hits save. None until then,
+    /// and where the server cannot make strings (unit tests).
     names: Option<Names>,
 }
 
@@ -157,10 +160,13 @@ fn tagged(table: &Table, db: i32, name: &[u8]) -> Option<usize> {
 
 /// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command.
 pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
-    let table = table();
+    let mut table = table();
     let slot = tagged(&table, db, name)?;
-    match table.entries.get(slot) {
+    match table.entries.get_mut(slot) {
         Some(Some(entry)) if entry.db == db && *entry.name == *name => {
+            if entry.names.is_none() {
+                entry.names = Names::of(name);
+            }
             let names = entry.names.as_ref();
             Some(Known {
                 config: entry.config,
@@ -201,13 +207,13 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config) {
     if name.len() > MAX_NAME {
         return;
     }
-    // The strings are made outside the lock; the entry they replace is freed outside it too.
+    // The entry it replaces is freed outside the lock.
     let entry = Some(Entry {
         db,
         name: name.into(),
         fields,
         config,
-        names: Names::of(name),
+        names: None,
     });
     let place = Place::of(db, name);
     let mut table = table();

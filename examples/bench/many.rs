@@ -47,6 +47,10 @@ const BATCH: usize = 1_000;
 /// Calls of a phase's command, unmeasured, before it is measured.
 const WARM_UP: usize = 1_000;
 
+/// AVAILABLE calls on users at random before each phase (at most twice the users): they fill
+/// the kept configurations as a steady stream of calls would.
+const PRIMER: usize = 40_000;
+
 /// Users the callgrind breakdown draws from (fewer than the CPU runs: valgrind is slow, and an
 /// instruction count does not depend on the caches).
 const CALLGRIND_USERS: usize = 20_000;
@@ -66,7 +70,7 @@ impl Plan {
             Plan {
                 sizes: vec![10_000, 50_000],
                 calls: 5_000,
-                reps: 3,
+                reps: 4,
                 callgrind_calls: 500,
                 burst_requests: 100_000,
             }
@@ -74,7 +78,7 @@ impl Plan {
             Plan {
                 sizes: vec![10_000, 200_000, 1_000_000],
                 calls: 20_000,
-                reps: 3,
+                reps: 6,
                 callgrind_calls: 2_000,
                 burst_requests: 1_000_000,
             }
@@ -100,18 +104,18 @@ enum Call {
     Burst,
 }
 
-/// The module's grants on existing users, in the order of the first round; each later round
-/// starts one further on, so that no call is always the one that follows another command.
-const GRANTS: [Call; 3] = [Call::TryAcquire, Call::TryAcquireUncached, Call::Allow];
-
-/// A round: the module's grants (rotated), the script, then first use, which adds keys (see
-/// [`settle`]). Whatever follows the script runs a little slower (it leaves the caches cold):
-/// here that is first use, whose target is the harder for it.
-fn round(rep: usize) -> Vec<Call> {
-    let mut calls = GRANTS.to_vec();
-    calls.rotate_left(rep % GRANTS.len());
-    calls.extend([Call::Script, Call::FirstUse]);
-    calls
+/// A round: the module's grants on existing users, TRYACQUIRE with kept configurations on and
+/// off in turn first (on first in even rounds, off first in odd ones: the two compared are
+/// measured in the same places equally often), then ALLOW; then the script; then first use,
+/// which adds keys (see [`settle`]). Whatever follows the script runs a little slower (it leaves
+/// the caches cold): here that is first use, whose target is the harder for it.
+fn round(rep: usize) -> [Call; 5] {
+    let (first, second) = if rep % 2 == 0 {
+        (Call::TryAcquire, Call::TryAcquireUncached)
+    } else {
+        (Call::TryAcquireUncached, Call::TryAcquire)
+    };
+    [first, second, Call::Allow, Call::Script, Call::FirstUse]
 }
 
 impl Call {
@@ -223,6 +227,18 @@ fn drive(con: &mut Connection, call: Call, sha: &str, names: &[String], ids: &mu
             )
             .into());
         }
+    }
+    Ok(())
+}
+
+/// `RATELIMIT.AVAILABLE` on each of `names`, pipelined: a read of each configuration.
+fn available(con: &mut Connection, names: &[String]) -> Res<()> {
+    for batch in names.chunks(BATCH) {
+        let mut pipe = redis::pipe();
+        for name in batch {
+            pipe.cmd("RATELIMIT.AVAILABLE").arg(name).ignore();
+        }
+        let _: () = pipe.query(con)?;
     }
     Ok(())
 }
@@ -397,6 +413,10 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
                     (0..n).map(|_| user(draw.next(limiters))).collect()
                 };
                 let warm_up = users(WARM_UP);
+                // Kept configurations as a server that never turned them off would have them
+                // (turning them off forgets them all): AVAILABLE reads a configuration like a
+                // grant does, takes no permit and writes nothing.
+                let primer = users(PRIMER.min(2 * limiters));
                 let names = if call == Call::FirstUse {
                     (0..plan.calls).map(|i| format!("new:{rep}:{i}")).collect()
                 } else {
@@ -408,6 +428,7 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
                     call
                 };
                 config_cache(&mut con, call != Call::TryAcquireUncached)?;
+                available(&mut con, &primer)?;
                 drive(&mut con, warm_call, &sha, &warm_up, &mut ids)?;
                 let usec = cpu_per_call(&mut con, call, &sha, &names, &mut ids)?;
                 samples.entry(call.label()).or_default().push(usec);
