@@ -110,7 +110,7 @@ enum Call {
 /// which adds keys (see [`settle`]). Whatever follows the script runs a little slower (it leaves
 /// the caches cold): here that is first use, whose target is the harder for it.
 fn round(rep: usize) -> [Call; 5] {
-    let (first, second) = if rep % 2 == 0 {
+    let (first, second) = if rep.is_multiple_of(2) {
         (Call::TryAcquire, Call::TryAcquireUncached)
     } else {
         (Call::TryAcquireUncached, Call::TryAcquire)
