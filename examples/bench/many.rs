@@ -308,6 +308,8 @@ fn usage(con: &mut Connection, key: &str) -> Res<i64> {
 pub struct Size {
     pub limiters: usize,
     pub usec: BTreeMap<&'static str, f64>,
+    /// Every round's figure, in the order of the rounds.
+    pub rounds: BTreeMap<&'static str, Vec<f64>>,
     /// used_memory grown per limiter created (its first call), bytes.
     pub bytes_per_limiter: f64,
 }
@@ -370,11 +372,28 @@ pub struct Report {
 
 /// Waits for the server to finish growing its key tables after keys were added: a table being
 /// rehashed makes every lookup probe two tables and every command move some buckets, which
-/// would fall on whichever calls are measured next. The server's cron finishes it in well under
-/// a second at these sizes.
-fn settle() {
-    thread::sleep(Duration::from_millis(1500));
+/// would fall on whichever calls are measured next. The server's cron finishes it within a few
+/// seconds at these sizes; `DEBUG HTSTATS` says when (the servers here allow DEBUG from
+/// loopback), else a fixed wait stands in.
+fn settle(con: &mut Connection) -> Res<()> {
+    for _ in 0..600 {
+        let stats: Result<String, _> = redis::cmd("DEBUG").arg("HTSTATS").arg(0).query(con);
+        match stats {
+            Ok(text) if text.to_ascii_lowercase().contains("rehashing") => {
+                thread::sleep(Duration::from_millis(100));
+            }
+            Ok(_) => return Ok(()),
+            Err(_) => {
+                thread::sleep(Duration::from_millis(3000));
+                return Ok(());
+            }
+        }
+    }
+    Err("the server's key tables were still being rehashed after a minute".into())
 }
+
+/// The options of every server here: DEBUG allowed from loopback, for [`settle`].
+const SERVER_OPTIONS: [&str; 2] = ["--enable-debug-command", "local"];
 
 /// Creates users `from..to` with their first call, pipelined.
 fn create(con: &mut Connection, from: usize, to: usize) -> Res<()> {
@@ -390,14 +409,14 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
     for &limiters in &plan.sizes {
         print!("many: {limiters} limiters: creating ");
         flush();
-        let server = server::start(module, &[], &[])?;
+        let server = server::start(module, &[], &SERVER_OPTIONS)?;
         let mut con = server::connect(&server)?;
         let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
         let before = info_field(&mut con, "memory", "used_memory")?;
         create(&mut con, 0, limiters)?;
         let after = info_field(&mut con, "memory", "used_memory")?;
         let bytes_per_limiter = (after - before) as f64 / limiters as f64;
-        settle();
+        settle(&mut con)?;
         parts = limiter_parts(&mut con, &user(0))?;
         print!("measuring ");
         flush();
@@ -433,7 +452,7 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
                 let usec = cpu_per_call(&mut con, call, &sha, &names, &mut ids)?;
                 samples.entry(call.label()).or_default().push(usec);
                 if call == Call::FirstUse {
-                    settle();
+                    settle(&mut con)?;
                 }
             }
             print!(".");
@@ -447,9 +466,10 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
         sizes.push(Size {
             limiters,
             usec: samples
-                .into_iter()
-                .map(|(label, v)| (label, median(&v)))
+                .iter()
+                .map(|(&label, v)| (label, median(v)))
                 .collect(),
+            rounds: samples,
             bytes_per_limiter,
         });
     }
@@ -568,7 +588,7 @@ fn refused_cpu(con: &mut Connection, names: &[String], cached: bool) -> Res<f64>
 fn burst(module: &Path, tool: &Path, plan: &Plan) -> Res<Burst> {
     print!("many: a burst in one millisecond ");
     flush();
-    let server = server::start(module, &[], &[])?;
+    let server = server::start(module, &[], &SERVER_OPTIONS)?;
     let mut con = server::connect(&server)?;
     set_clock(&mut con, T0)?;
     let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
