@@ -166,7 +166,9 @@ ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
 ## BENCH_ARGS=--quick for a short smoke run, BENCH_ARGS=--worst for only the worst-case table
-## (one call on logs of 10k/100k/1M members). Instructions per call need valgrind (Debian:
+## (one call on logs of 10k/100k/1M members), BENCH_ARGS=--many for only a limiter per user
+## (10k/200k/1M users at random), BENCH_ARGS=--gcra for only the GCRA drop-ins. Instructions
+## per call need valgrind (Debian:
 ## apt-get install valgrind; skipped, and said so, without it). REDIS_CELL=/path/to/
 ## libredis_cell.so also measures redis-cell's CL.THROTTLE in the same server (never vendored).
 bench: release
