@@ -220,9 +220,13 @@ impl<M: Writable> Key<'_, M> {
             }
             Effect::SetExpiringAt { value, at } => {
                 let value = self.number(value);
-                // The expiry is set on the value just written: the key exists.
-                let done = self.raw.set_string(value.as_slice()) && self.raw.set_expires_at(at);
-                if done {
+                if !self.raw.set_string(value.as_slice()) {
+                    return false;
+                }
+                // The expiry is set on the value just written: the key exists. Were the server
+                // to refuse it (no supported one does), the value written still reaches the
+                // replicas, with the TTL the key kept.
+                if self.raw.set_expires_at(at) {
                     let at = self.number(at);
                     self.replicate(
                         c"SET",
@@ -233,8 +237,10 @@ impl<M: Writable> Key<'_, M> {
                             Arg::String(&at),
                         ],
                     );
+                } else {
+                    self.replicate(c"SET", &[key, Arg::String(&value), Arg::Static(&KEEPTTL)]);
                 }
-                done
+                true
             }
             Effect::HSet(fields) => {
                 let mut set: Vec<(RedisString, RedisString)> = Vec::with_capacity(fields.len());

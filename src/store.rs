@@ -841,6 +841,10 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             }
         };
         match (value, expiry) {
+            // The value already expiring then (the hash's own TTL, unchanged): only the value.
+            (Some(value), Some(at)) if unless_same && state.value.expires_at() == Some(at) => {
+                state.value.apply(Effect::Set(value.to_string().as_bytes()));
+            }
             (Some(value), Some(at)) => {
                 state.value.apply(Effect::SetExpiringAt { value, at });
             }

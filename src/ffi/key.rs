@@ -156,26 +156,23 @@ impl RawKey {
         true
     }
 
-    /// Up to five fields of a hash in one call (absent fields are None). None of them for a key
-    /// of another type, or if more than five are asked.
+    /// Up to five fields of a hash in one call (absent fields are None); asking more does not
+    /// compile. None of them for a key of another type.
     pub(crate) fn hash_get<const N: usize>(
         &self,
         ctx: &Context,
         fields: [&StaticString; N],
     ) -> [Option<RedisString>; N] {
+        const { assert!(N <= 5, "hash_get asks at most five fields") };
         let mut out: [*mut raw::RedisModuleString; 5] = [ptr::null_mut(); 5];
         // The fields asked, then NULLs: the first NULL field ends the server's list.
         let mut asked: [*mut raw::RedisModuleString; 5] = [ptr::null_mut(); 5];
-        let fits = N <= asked.len();
         for (slot, field) in asked.iter_mut().zip(fields) {
             *slot = field.as_ptr();
         }
-        if let (true, KeyType::Hash, Some(key), Some(get)) = (
-            fits,
-            self.key_type(),
-            self.handle(),
-            api!(RedisModule_HashGet),
-        ) {
+        if let (KeyType::Hash, Some(key), Some(get)) =
+            (self.key_type(), self.handle(), api!(RedisModule_HashGet))
+        {
             let [a, b, c, d, e] = asked;
             let [oa, ob, oc, od, oe] = &mut out;
             // SAFETY: variadic HashGet on a hash key with (field, &mut out) pairs, terminated
