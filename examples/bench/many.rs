@@ -379,7 +379,10 @@ fn settle(con: &mut Connection) -> Res<()> {
     for _ in 0..600 {
         let stats: Result<String, _> = redis::cmd("DEBUG").arg("HTSTATS").arg(0).query(con);
         match stats {
-            Ok(text) if text.to_ascii_lowercase().contains("rehashing") => {
+            // Both Redis's dict and Valkey's hashtable list a second table, the "rehashing
+            // target", only while one is being grown (Valkey also prints a "rehashing index"
+            // line always).
+            Ok(text) if text.contains("rehashing target") => {
                 thread::sleep(Duration::from_millis(100));
             }
             Ok(_) => return Ok(()),
