@@ -471,6 +471,32 @@ impl Dump {
     }
 }
 
+/// The phase dumped as `trigger`: the calls of the top-level edge to `proc_name` (which must be
+/// exactly `expected`) and their inclusive instructions.
+pub(crate) fn top_level_calls<'d>(
+    dumps: &'d [Dump],
+    trigger: &str,
+    proc_name: &str,
+    expected: usize,
+) -> Res<(&'d Dump, u64, u64)> {
+    let dump = dumps
+        .iter()
+        .find(|d| d.trigger == trigger)
+        .ok_or_else(|| format!("no callgrind dump {trigger}"))?;
+    let (calls, total) = dump
+        .edges
+        .get(&(TOP_LEVEL.to_string(), proc_name.to_string()))
+        .copied()
+        .unwrap_or((0, 0));
+    if calls != expected as u64 {
+        return Err(format!(
+            "{trigger}: {calls} calls of {TOP_LEVEL} -> {proc_name}, expected {expected}"
+        )
+        .into());
+    }
+    Ok((dump, calls, total))
+}
+
 /// Runs `callgrind_control <args> <pid>`: it waits until the running server has done it.
 pub(crate) fn control(pid: &str, args: &[&str]) -> Res<()> {
     let status = Command::new("callgrind_control")

@@ -22,7 +22,8 @@ use std::time::Duration;
 use redis::{Connection, Value};
 use serde::Serialize;
 
-use crate::callgrind::{self, control, dump_files, Dump, MODULE_PROC, TOP_LEVEL};
+use crate::callgrind::{self, control, dump_files, top_level_calls, Dump, MODULE_PROC};
+use crate::limiter::{memory_usage, used_memory};
 use crate::measure::command_stats;
 use crate::server::{self, Server};
 use crate::{flush, Res};
@@ -297,16 +298,6 @@ fn median(samples: &mut [f64]) -> f64 {
     samples[samples.len() / 2]
 }
 
-fn used_memory(con: &mut Connection) -> Res<i64> {
-    let info: String = redis::cmd("INFO").arg("memory").query(con)?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .ok_or("no used_memory in INFO memory")?
-        .trim()
-        .parse::<i64>()
-        .map_err(|e| e.into())
-}
-
 fn start(module: &Path, cell: Option<&Path>, wrapper: &[String]) -> Res<Servers> {
     start_two(module, cell, wrapper, wrapper)
 }
@@ -369,12 +360,7 @@ pub fn run(module: &Path, cell: Option<&Path>, plan: &Plan) -> Res<Report> {
         let before = used_memory(con)?;
         warm(con, contender, &sha, false, many)?;
         let after = used_memory(con)?;
-        let usage: Option<i64> = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(many.name(contender, false, 0))
-            .arg("SAMPLES")
-            .arg(0)
-            .query(con)?;
+        let usage = memory_usage(con, &many.name(contender, false, 0))?;
         memory.push((
             contender.name().to_string(),
             usage.ok_or("the key measured is missing")?,
@@ -533,27 +519,12 @@ fn instructions(module: &Path, cell: Option<&Path>, plan: &Plan) -> Res<Vec<Row>
         })
         .collect();
     for (p, contender, trigger) in phases {
-        let dump = dumps
-            .iter()
-            .find(|d| d.trigger == trigger)
-            .ok_or_else(|| format!("no callgrind dump {trigger}"))?;
         let proc_name = if contender == Contender::Lua {
             "evalShaCommand"
         } else {
             MODULE_PROC
         };
-        let (calls, count) = dump
-            .edges
-            .get(&(TOP_LEVEL.to_string(), proc_name.to_string()))
-            .copied()
-            .unwrap_or((0, 0));
-        if calls != plan.callgrind_calls as u64 {
-            return Err(format!(
-                "{trigger}: {calls} calls of {TOP_LEVEL} -> {proc_name}, expected {}",
-                plan.callgrind_calls
-            )
-            .into());
-        }
+        let (_, calls, count) = top_level_calls(&dumps, &trigger, proc_name, plan.callgrind_calls)?;
         rows[p].set(contender, count as f64 / calls as f64);
     }
     println!("done");

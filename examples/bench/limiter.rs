@@ -142,18 +142,31 @@ impl Memory {
     }
 }
 
-/// MEMORY USAGE (exact: SAMPLES 0) of the limiter's three keys.
+/// MEMORY USAGE (exact: SAMPLES 0) of one key; None if it is missing.
+pub fn memory_usage(con: &mut Connection, key: &str) -> Res<Option<i64>> {
+    Ok(redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query(con)?)
+}
+
+/// The server's `used_memory` (INFO memory), bytes.
+pub fn used_memory(con: &mut Connection) -> Res<i64> {
+    let info: String = redis::cmd("INFO").arg("memory").query(con)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .ok_or("no used_memory in INFO memory")?
+        .trim()
+        .parse::<i64>()
+        .map_err(|e| e.into())
+}
+
+/// MEMORY USAGE (exact: SAMPLES 0) of the limiter's three keys (0 for one that is missing).
 pub fn memory(con: &mut Connection, name: &str) -> Res<Memory> {
     let [hash, value, _, permits, _] = keys(name);
-    let mut usage = |key: &str| -> Res<i64> {
-        let bytes: Option<i64> = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(key)
-            .arg("SAMPLES")
-            .arg(0)
-            .query(con)?;
-        Ok(bytes.unwrap_or(0))
-    };
+    let mut usage = |key: &str| -> Res<i64> { Ok(memory_usage(con, key)?.unwrap_or(0)) };
     Ok(Memory {
         hash: usage(&hash)?,
         value: usage(&value)?,

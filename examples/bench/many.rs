@@ -28,9 +28,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::{Connection, Value};
 use serde::Serialize;
 
-use crate::callgrind::{self, control, dump_files, Dump, MODULE_PROC, TOP_LEVEL};
+use crate::callgrind::{self, control, dump_files, top_level_calls, Dump, MODULE_PROC};
 use crate::calls::LUA;
-use crate::limiter::{keys, set_clock, Ids};
+use crate::limiter::{keys, memory_usage, set_clock, used_memory, Ids};
 use crate::measure::{command_stats, median};
 use crate::server::{self, which};
 use crate::{flush, Res, T0};
@@ -281,28 +281,6 @@ fn config_cache(con: &mut Connection, on: bool) -> Res<()> {
     Ok(())
 }
 
-fn info_field(con: &mut Connection, section: &str, field: &str) -> Res<i64> {
-    let info: String = redis::cmd("INFO").arg(section).query(con)?;
-    let prefix = format!("{field}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .ok_or_else(|| format!("no {field} in INFO {section}"))?
-        .trim()
-        .parse::<i64>()
-        .map_err(|e| e.into())
-}
-
-/// MEMORY USAGE (exact) of one key.
-fn usage(con: &mut Connection, key: &str) -> Res<i64> {
-    let bytes: Option<i64> = redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(key)
-        .arg("SAMPLES")
-        .arg(0)
-        .query(con)?;
-    bytes.ok_or_else(|| format!("{key} is missing").into())
-}
-
 /// One server size's medians, microseconds of server CPU per call.
 #[derive(Serialize, Clone)]
 pub struct Size {
@@ -315,8 +293,17 @@ pub struct Size {
 }
 
 impl Size {
-    fn get(&self, call: Call) -> f64 {
-        self.usec.get(call.label()).copied().unwrap_or(f64::NAN)
+    /// The medians the table and the targets read: TRYACQUIRE, ALLOW, the script, first use,
+    /// and TRYACQUIRE without kept configurations.
+    fn medians(&self) -> (f64, f64, f64, f64, f64) {
+        let get = |call: Call| self.usec.get(call.label()).copied().unwrap_or(f64::NAN);
+        (
+            get(Call::TryAcquire),
+            get(Call::Allow),
+            get(Call::Script),
+            get(Call::FirstUse),
+            get(Call::TryAcquireUncached),
+        )
     }
 }
 
@@ -415,9 +402,9 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
         let server = server::start(module, &[], &SERVER_OPTIONS)?;
         let mut con = server::connect(&server)?;
         let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
-        let before = info_field(&mut con, "memory", "used_memory")?;
+        let before = used_memory(&mut con)?;
         create(&mut con, 0, limiters)?;
-        let after = info_field(&mut con, "memory", "used_memory")?;
+        let after = used_memory(&mut con)?;
         let bytes_per_limiter = (after - before) as f64 / limiters as f64;
         settle(&mut con)?;
         parts = limiter_parts(&mut con, &user(0))?;
@@ -505,6 +492,9 @@ fn limiter_parts(con: &mut Connection, name: &str) -> Res<Parts> {
     let [hash, value, _, permits, _] = keys(name);
     let encoding = |con: &mut Connection, key: &str| -> Res<String> {
         Ok(redis::cmd("OBJECT").arg("ENCODING").arg(key).query(con)?)
+    };
+    let usage = |con: &mut Connection, key: &str| -> Res<i64> {
+        memory_usage(con, key)?.ok_or_else(|| format!("{key} is missing").into())
     };
     Ok(Parts {
         hash: usage(con, &hash)?,
@@ -740,27 +730,13 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
     let mut out = Vec::new();
     for (p, &call) in phases.iter().enumerate() {
         let trigger = format!("p{p}");
-        let dump = dumps
-            .iter()
-            .find(|d| d.trigger == trigger)
-            .ok_or_else(|| format!("no callgrind dump {trigger}"))?;
         let proc_name = if call == Call::Script {
             "evalShaCommand"
         } else {
             MODULE_PROC
         };
-        let (calls, total) = dump
-            .edges
-            .get(&(TOP_LEVEL.to_string(), proc_name.to_string()))
-            .copied()
-            .unwrap_or((0, 0));
-        if calls != plan.callgrind_calls as u64 {
-            return Err(format!(
-                "{trigger}: {calls} calls of {TOP_LEVEL} -> {proc_name}, expected {}",
-                plan.callgrind_calls
-            )
-            .into());
-        }
+        let (dump, calls, total) =
+            top_level_calls(&dumps, &trigger, proc_name, plan.callgrind_calls)?;
         let per_call = |n: u64| n as f64 / calls as f64;
         let mut parts = Vec::new();
         if call != Call::Script {
@@ -825,13 +801,7 @@ impl Report {
             "on/off"
         );
         for size in &self.sizes {
-            let (t, a, l, f, u) = (
-                size.get(Call::TryAcquire),
-                size.get(Call::Allow),
-                size.get(Call::Script),
-                size.get(Call::FirstUse),
-                size.get(Call::TryAcquireUncached),
-            );
+            let (t, a, l, f, u) = size.medians();
             let _ = writeln!(
                 s,
                 "{:>10} {t:>10.2} {a:>10.2} {l:>8.2} {f:>8.2} {u:>10.2} {:>11} {:>10} {:>9} {:>9}",
@@ -930,13 +900,7 @@ impl Report {
             out.push(format!("[{}] {label}", if ok { "ok" } else { "MISS" }));
         };
         for size in &self.sizes {
-            let (t, a, l, f, u) = (
-                size.get(Call::TryAcquire),
-                size.get(Call::Allow),
-                size.get(Call::Script),
-                size.get(Call::FirstUse),
-                size.get(Call::TryAcquireUncached),
-            );
+            let (t, a, l, f, u) = size.medians();
             if size.limiters == TARGET_SIZE {
                 check(
                     format!(
