@@ -55,9 +55,22 @@ impl Reference {
             "FAKETIME_DONT_FAKE_MONOTONIC=1".to_string(),
             server.display().to_string(),
         ];
-        let args = vec!["--loadmodule".to_string(), cell.display().to_string()];
+        let args = vec![
+            "--loadmodule".to_string(),
+            cell.display().to_string(),
+            "--enable-debug-command".to_string(),
+            "local".to_string(),
+        ];
         let server = Server::spawn(&command, &args, root, Duration::from_secs(10))
             .unwrap_or_else(|log| panic!("the reference server did not start:\n{log}"));
+        // Keys expire only when a command reads them, at the frozen instant: the server's cron
+        // deleted a key a millisecond before its expiry now and then, between the GET and the
+        // PEXPIRETIME that read its state (its active expiry does not keep to the frozen clock).
+        let _: () = redis::cmd("DEBUG")
+            .arg("SET-ACTIVE-EXPIRE")
+            .arg(0)
+            .query(&mut server.conn())
+            .expect("DEBUG SET-ACTIVE-EXPIRE 0 on the reference server");
         Some(Reference { server, clock })
     }
 
