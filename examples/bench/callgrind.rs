@@ -48,6 +48,14 @@ pub const CALLS: usize = 2_000;
 /// The caller context whose call edges are the top-level commands.
 pub(crate) const TOP_LEVEL: &str = "call'processCommand";
 pub(crate) const MODULE_PROC: &str = "RedisModuleCommandDispatcher";
+/// Valkey's name for it.
+const VALKEY_MODULE_PROC: &str = "ValkeyModuleCommandDispatcher";
+
+/// Whether a function is one of the module API's: callgrind names them `RM_*` in Redis and
+/// `VM_*` in Valkey.
+pub(crate) fn is_module_api(function: &str) -> bool {
+    function.starts_with("RM_") || function.starts_with("VM_")
+}
 
 /// The phases, in the order they run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -483,10 +491,17 @@ pub(crate) fn top_level_calls<'d>(
         .iter()
         .find(|d| d.trigger == trigger)
         .ok_or_else(|| format!("no callgrind dump {trigger}"))?;
-    let (calls, total) = dump
-        .edges
-        .get(&(TOP_LEVEL.to_string(), proc_name.to_string()))
-        .copied()
+    let edge = |proc_name: &str| {
+        dump.edges
+            .get(&(TOP_LEVEL.to_string(), proc_name.to_string()))
+            .copied()
+    };
+    let (calls, total) = edge(proc_name)
+        .or_else(|| {
+            (proc_name == MODULE_PROC)
+                .then(|| edge(VALKEY_MODULE_PROC))
+                .flatten()
+        })
         .unwrap_or((0, 0));
     if calls != expected as u64 {
         return Err(format!(

@@ -28,7 +28,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::{Connection, Value};
 use serde::Serialize;
 
-use crate::callgrind::{self, control, dump_files, top_level_calls, Dump, MODULE_PROC};
+use crate::callgrind::{
+    self, control, dump_files, is_module_api, top_level_calls, Dump, MODULE_PROC,
+};
 use crate::calls::LUA;
 use crate::limiter::{keys, memory_usage, set_clock, used_memory, Ids};
 use crate::measure::{command_stats, median};
@@ -740,11 +742,11 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
         let per_call = |n: u64| n as f64 / calls as f64;
         let mut parts = Vec::new();
         if call != Call::Script {
-            // Every module API function the module called (callgrind names them RM_*), from
-            // outside the API only, so that nested API calls count once; the biggest first.
+            // Every module API function the module called, from outside the API only, so that
+            // nested API calls count once; the biggest first.
             let mut api: BTreeMap<&str, u64> = BTreeMap::new();
             for ((caller, callee), (_, cost)) in &dump.edges {
-                if callee.starts_with("RM_") && !caller.starts_with("RM_") {
+                if is_module_api(callee) && !is_module_api(caller) {
                     *api.entry(callee.as_str()).or_default() += cost;
                 }
             }
@@ -875,7 +877,11 @@ impl Report {
                         let _ = write!(s, "  module's own {:.0};", row.total - api);
                     }
                     for (name, n) in &row.parts {
-                        let _ = write!(s, " {} {n:.0}", name.trim_start_matches("RM_"));
+                        let _ = write!(
+                            s,
+                            " {} {n:.0}",
+                            name.trim_start_matches("RM_").trim_start_matches("VM_")
+                        );
                     }
                     let _ = writeln!(s);
                 }
