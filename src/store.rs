@@ -12,7 +12,7 @@ use redis_module::{raw, Context, ContextFlags, RedisString, RedisValue};
 
 use crate::args;
 use crate::clock;
-use crate::config_cache::{self, Known};
+use crate::config_cache::{self, Check, Known, CHECKED_AT_USE};
 use crate::error::Error;
 use crate::ffi::acl::User;
 use crate::ffi::events::{self, KeyWatcher, RemovalWatcher};
@@ -254,45 +254,81 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
+        // Whether what is kept stays as it is: a configuration read again while its entry waits
+        // for its check, or just after a check failed, is not kept again.
+        let mut kept_as_is = false;
         if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
-            return Ok(Some(known.config));
+            match known.check {
+                Check::Done => return Ok(Some(known.config)),
+                Check::Pending { present, uses } if uses.saturating_add(1) < CHECKED_AT_USE => {
+                    let uses = uses.saturating_add(1);
+                    config_cache::set_check(self.db, self.name, Check::Pending { present, uses });
+                    kept_as_is = true;
+                }
+                Check::Pending { present, .. } if self.fields_still(present) => {
+                    config_cache::set_check(self.db, self.name, Check::Done);
+                    return Ok(Some(known.config));
+                }
+                Check::Pending { .. } => {
+                    config_cache::forget(self.db, self.name);
+                    kept_as_is = true;
+                }
+            }
         }
-        let config = self.read_config()?;
+        let (config, present) = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
-        if watch_hashes(self.ctx)
-            && config_cache::admits(self.db, self.name)
-            && !self.config_fields_may_expire()
-        {
-            config_cache::remember(self.db, self.name, fields, config);
+        if !kept_as_is && watch_hashes(self.ctx) && config_cache::admits(self.db, self.name) {
+            let check = match field_ttls(self.ctx) {
+                FieldTtls::None => Some(Check::Done),
+                FieldTtls::Shown => (!self.hash.has_field_ttls()).then_some(Check::Done),
+                FieldTtls::Asked => Some(Check::Pending { present, uses: 0 }),
+            };
+            if let Some(check) = check {
+                config_cache::remember(self.db, self.name, fields, config, check);
+            }
         }
         Ok(Some(config))
     }
 
-    /// Whether a field of the hash has a TTL of its own, as far as the server lets the module
-    /// know: Redis 8 shows it (HashFieldMinExpire); Redis 7.4 and Valkey 9 have field TTLs but
-    /// do not show them, so the server is asked (`HPTTL` of the configuration's fields) before
-    /// a configuration is kept. Once kept, a TTL set later on a field is a hash event, which
-    /// forgets it.
-    fn config_fields_may_expire(&self) -> bool {
-        match field_ttls(self.ctx) {
-            FieldTtls::None => false,
-            FieldTtls::Shown => self.hash.has_field_ttls(),
-            FieldTtls::Asked => {
-                let mut args: Vec<&[u8]> = vec![self.name, b"FIELDS", b"5"];
-                args.extend(CONFIG_FIELDS);
-                match self.ctx.call("HPTTL", args.as_slice()) {
-                    Ok(RedisValue::Array(ttls)) => ttls
-                        .iter()
-                        .any(|ttl| !matches!(ttl, RedisValue::Integer(-1 | -2))),
-                    _ => true,
-                }
+    /// Whether the configuration's fields found when it was kept (`present`, a bit each in
+    /// [`CONFIG_FIELDS`]' order) are all still there without a TTL of their own, asked of the
+    /// server (`HPTTL`) where it does not show field TTLs to modules (Redis 7.4, Valkey 9). A
+    /// field that had a TTL when it was read may have expired since, with no event until the
+    /// server deletes it: HPTTL then answers -2. From the check on, a TTL set on a field, and a
+    /// field added, is a hash event, which forgets the configuration.
+    fn fields_still(&self, present: u8) -> bool {
+        let found: Vec<&[u8]> = CONFIG_FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| present & (1 << i) != 0)
+            .map(|(_, field)| *field)
+            .collect();
+        let count = found.len().to_string();
+        let mut args: Vec<&[u8]> = vec![self.name, b"FIELDS", count.as_bytes()];
+        args.extend(&found);
+        match self.ctx.call("HPTTL", args.as_slice()) {
+            Ok(RedisValue::Array(ttls)) => {
+                ttls.len() == found.len() && ttls.iter().all(|ttl| *ttl == RedisValue::Integer(-1))
             }
+            _ => false,
         }
     }
 
-    /// The configuration decoded from the hash, which exists.
-    fn read_config(&self) -> Result<Config, Error> {
+    /// The configuration decoded from the hash, which exists, and the fields found (a bit each,
+    /// in [`CONFIG_FIELDS`]' order).
+    fn read_config(&self) -> Result<(Config, u8), Error> {
         let fields = self.fields();
+        let present = [
+            &fields.rate,
+            &fields.interval,
+            &fields.kind,
+            &fields.keep_alive,
+            &fields.precision,
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(_, field)| field.is_some())
+        .fold(0u8, |bits, (i, _)| bits | (1 << i));
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
         else {
@@ -328,7 +364,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             },
             precision: 1,
         };
-        self.with_precision(config, &fields)
+        Ok((self.with_precision(config, &fields)?, present))
     }
 
     /// The configuration with its `precision` field: an integer >= 1, used up to the interval.
@@ -1148,11 +1184,11 @@ fn watch_hashes(ctx: &Context) -> bool {
 
 /// The fields of a limiter's configuration, as `HPTTL` takes them.
 const CONFIG_FIELDS: [&[u8]; 5] = [
-    b"rate",
-    b"interval",
-    b"type",
-    b"keepAliveTime",
-    b"precision",
+    keyspace::FIELD_RATE.to_bytes(),
+    keyspace::FIELD_INTERVAL.to_bytes(),
+    keyspace::FIELD_TYPE.to_bytes(),
+    keyspace::FIELD_KEEP_ALIVE.to_bytes(),
+    keyspace::FIELD_PRECISION.to_bytes(),
 ];
 
 /// How the module learns whether a hash field has a TTL of its own (HEXPIRE).
