@@ -115,13 +115,16 @@ pub struct Known {
 /// which a lookup compares before it touches the entry: on a server with many more limiters
 /// than slots nearly every lookup misses, and a miss then reads one word of a 32 KiB array
 /// rather than an entry and its name elsewhere in memory. Whether each slot's entry was used
-/// since it was kept or last kept its slot (see [`remember`]). And the marks of names read once.
-/// All empty until the first read.
+/// since it was kept or last kept its slot (see [`remember`]). And the marks of names read once,
+/// and of names whose [`Check::Pending`] found no field TTL: the name's full hash at its mark's
+/// place, so an entry kept for it again (after another took its slot) is used at once, until
+/// an event forgets the name. All empty until the first read.
 struct Table {
     entries: Vec<Option<Entry>>,
     tags: Vec<u64>,
     used: Vec<bool>,
     seen: Vec<u32>,
+    checked: Vec<u64>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
@@ -129,6 +132,7 @@ static TABLE: Mutex<Table> = Mutex::new(Table {
     tags: Vec::new(),
     used: Vec::new(),
     seen: Vec::new(),
+    checked: Vec::new(),
 });
 
 fn table() -> MutexGuard<'static, Table> {
@@ -181,15 +185,14 @@ fn hash(db: i32, name: &[u8]) -> u64 {
 }
 
 /// The slot of a name, if its tag is there: the entry may be the name's.
-fn tagged(table: &Table, db: i32, name: &[u8]) -> Option<usize> {
-    let place = Place::of(db, name);
+fn tagged(table: &Table, place: &Place) -> Option<usize> {
     (table.tags.get(place.slot) == Some(&place.tag)).then_some(place.slot)
 }
 
 /// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command.
 pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     let mut table = table();
-    let slot = tagged(&table, db, name)?;
+    let slot = tagged(&table, &Place::of(db, name))?;
     let Table { entries, used, .. } = &mut *table;
     match entries.get_mut(slot) {
         Some(Some(entry)) if entry.db == db && *entry.name == *name => {
@@ -257,8 +260,13 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config, check: Chec
         entries,
         tags,
         used,
+        checked,
         ..
     } = &mut *table;
+    let check = match check {
+        Check::Pending { .. } if checked.get(place.mark) == Some(&place.tag) => Check::Done,
+        check => check,
+    };
     let (Some(slot), Some(tag), Some(used)) = (
         entries.get_mut(place.slot),
         tags.get_mut(place.slot),
@@ -288,10 +296,20 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config, check: Chec
     drop(replaced);
 }
 
-/// Notes what is left to check of the entry of `name` in `db` (see [`Check`]).
+/// Notes what is left to check of the entry of `name` in `db` (see [`Check`]); a check done is
+/// remembered for the name.
 pub fn set_check(db: i32, name: &[u8], check: Check) {
+    let place = Place::of(db, name);
     let mut table = table();
-    let Some(slot) = tagged(&table, db, name) else {
+    if check == Check::Done {
+        if table.checked.is_empty() {
+            table.checked.resize(SEEN, 0);
+        }
+        if let Some(mark) = table.checked.get_mut(place.mark) {
+            *mark = place.tag;
+        }
+    }
+    let Some(slot) = tagged(&table, &place) else {
         return;
     };
     if let Some(Some(entry)) = table.entries.get_mut(slot) {
@@ -301,10 +319,17 @@ pub fn set_check(db: i32, name: &[u8], check: Check) {
     }
 }
 
-/// Forgets the entry of `name` in `db`, if one is kept: its hash changed or is gone.
+/// Forgets the entry of `name` in `db`, if one is kept, and that its check was done: its hash
+/// changed or is gone.
 pub fn forget(db: i32, name: &[u8]) {
+    let place = Place::of(db, name);
     let mut table = table();
-    let Some(slot) = tagged(&table, db, name) else {
+    if let Some(mark) = table.checked.get_mut(place.mark) {
+        if *mark == place.tag {
+            *mark = 0;
+        }
+    }
+    let Some(slot) = tagged(&table, &place) else {
         return;
     };
     let Table {
@@ -344,6 +369,9 @@ pub fn forget_all() {
     for mark in table.seen.iter_mut() {
         *mark = 0;
     }
+    for mark in table.checked.iter_mut() {
+        *mark = 0;
+    }
 }
 
 /// How many configurations are kept now (INFO ratelimit). O(slots): for INFO, not a command.
@@ -375,7 +403,7 @@ mod tests {
     /// The configuration kept for `name`, without using it.
     fn peek(db: i32, name: &[u8]) -> Option<Config> {
         let table = table();
-        let slot = tagged(&table, db, name)?;
+        let slot = tagged(&table, &Place::of(db, name))?;
         match table.entries.get(slot) {
             Some(Some(entry)) if entry.db == db && *entry.name == *name => Some(entry.config),
             _ => None,
@@ -511,6 +539,31 @@ mod tests {
         read(0, twin, 3, config(2));
         assert_eq!(peek(0, twin), Some(config(2)), "unused since, it yields");
         assert_eq!(peek(0, first), None);
+
+        // A name whose check was done needs none when it is kept again, until it is forgotten.
+        forget_all();
+        let pending = Check::Pending {
+            present: 0b111,
+            uses: 0,
+        };
+        let check = |name: &[u8]| super::lookup(&Context::dummy(), 0, name).map(|k| k.check);
+        remember(0, first, 3, config(1), pending);
+        set_check(0, first, Check::Done);
+        remember(0, twin, 3, config(2), pending);
+        assert_eq!(peek(0, first), None, "the twin took the slot");
+        remember(0, first, 3, config(1), pending);
+        assert_eq!(check(first), Some(Check::Done), "checked before");
+        remember(0, twin, 3, config(2), pending);
+        remember(0, twin, 3, config(2), pending);
+        assert_eq!(check(twin), Some(pending), "never checked");
+        forget(0, first);
+        forget(0, twin);
+        remember(0, first, 3, config(1), pending);
+        assert_eq!(
+            check(first),
+            Some(pending),
+            "forgotten, it is checked again"
+        );
 
         assert!(keeps_config(b"expire") && keeps_config(b"persist"));
         assert!(!keeps_config(b"hset") && !keeps_config(b"del") && !keeps_config(b"expired"));

@@ -172,9 +172,15 @@ fn a_hash_field_that_expires_is_seen_gone() {
     // the module can notice.
     run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
-    assert_eq!(seen_rate(&mut con, "api"), 5);
+    // Kept, and on Redis 7.4 and Valkey 9 checked for field TTLs (found none).
+    for _ in 0..3 {
+        assert_eq!(seen_rate(&mut con, "api"), 5);
+    }
     run_line(&mut con, "HPEXPIRE api 5 FIELDS 1 rate");
-    assert_eq!(seen_rate(&mut con, "api"), 5);
+    // Kept again, and checked again: the field's TTL was a change to the hash.
+    for _ in 0..2 {
+        assert_eq!(seen_rate(&mut con, "api"), 5);
+    }
     thread::sleep(Duration::from_millis(20));
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
 }
