@@ -15,17 +15,30 @@
 //! none: it takes another reference to each.
 //!
 //! Bounded: a fixed table of [`SLOTS`] entries indexed by a hash of the database and the name;
-//! a new entry takes its slot from whatever held it.
+//! a new entry takes its slot from whatever held it, unless that entry was used since it was
+//! kept: then it keeps the slot once (a second chance, as in CLOCK), so a limiter in use is not
+//! pushed out by one read twice in a long while.
 //!
 //! Kept at the second read, not the first: keeping an entry costs about as much as reading the
 //! hash (three strings made, the slot's old ones freed), so a limiter read once in a long while
 //! (one of hundreds of thousands called at random) must not pay it on every call to evict
 //! another just as cold. A read only marks the name in a table of [`SEEN`] fingerprints; a
 //! read that finds its mark keeps the entry. A busy limiter is kept from its second call on.
+//!
+//! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
+//! entry is kept with a [`Check::Pending`]: the store asks the server at the entry's
+//! [`CHECKED_AT_USE`]th use whether the fields read are still there without a TTL, and uses it
+//! only then. A name that passed is remembered as checked until an event forgets it, so an
+//! entry kept for it again needs no check. That rests on two things the server guarantees: a
+//! TTL given to a field, and a field added, is an event of the hash class (`hexpire`, `hset`);
+//! and a field deleted when its TTL passes (whose `hexpired` event is of the expired class, to
+//! which the store does not subscribe there) changes the hash's field count, which a use
+//! compares.
 
 #![forbid(unsafe_code)]
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use redis_module::{Context, RedisString};
 
@@ -80,6 +93,17 @@ pub enum Check {
 /// as not to be replaced before another use (one of 50 000 limiters at random), while one used
 /// twice is busy; asking at the first use cost 1.14x-1.29x a call with nothing kept there.
 pub const CHECKED_AT_USE: u8 = 2;
+
+impl Check {
+    /// Whether the use of an entry at hand must make its check before the entry is used; if
+    /// not, a pending entry is not used this time (see [`used_unchecked`]).
+    pub fn due(self) -> bool {
+        match self {
+            Check::Done => false,
+            Check::Pending { uses, .. } => uses.saturating_add(1) >= CHECKED_AT_USE,
+        }
+    }
+}
 
 /// A limiter's key names as server strings.
 struct Names {
@@ -189,7 +213,9 @@ fn tagged(table: &Table, place: &Place) -> Option<usize> {
     (table.tags.get(place.slot) == Some(&place.tag)).then_some(place.slot)
 }
 
-/// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command.
+/// What is kept for `name` in `db`; its strings are references owned by `ctx`'s command. Found,
+/// the entry counts as used (for its second chance in [`remember`]), whatever the command does
+/// with it.
 pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     let mut table = table();
     let slot = tagged(&table, &Place::of(db, name))?;
@@ -263,9 +289,11 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config, check: Chec
         checked,
         ..
     } = &mut *table;
-    let check = match check {
-        Check::Pending { .. } if checked.get(place.mark) == Some(&place.tag) => Check::Done,
-        check => check,
+    let check = match (check, checked.get(place.mark)) {
+        (Check::Pending { .. }, Some(&mark)) if mark != 0 && mark == checked_key(db, name) => {
+            Check::Done
+        }
+        (check, _) => check,
     };
     let (Some(slot), Some(tag), Some(used)) = (
         entries.get_mut(place.slot),
@@ -296,27 +324,59 @@ pub fn remember(db: i32, name: &[u8], fields: usize, config: Config, check: Chec
     drop(replaced);
 }
 
-/// Notes what is left to check of the entry of `name` in `db` (see [`Check`]); a check done is
-/// remembered for the name.
-pub fn set_check(db: i32, name: &[u8], check: Check) {
-    let place = Place::of(db, name);
+/// Counts a use of the entry of `name` in `db` that did not use it: its check is not due yet.
+pub fn used_unchecked(db: i32, name: &[u8]) {
     let mut table = table();
-    if check == Check::Done {
-        if table.checked.is_empty() {
-            table.checked.resize(SEEN, 0);
-        }
-        if let Some(mark) = table.checked.get_mut(place.mark) {
-            *mark = place.tag;
+    if let Some(entry) = entry_mut(&mut table, db, name) {
+        if let Check::Pending { present, uses } = entry.check {
+            entry.check = Check::Pending {
+                present,
+                uses: uses.saturating_add(1),
+            };
         }
     }
-    let Some(slot) = tagged(&table, &place) else {
-        return;
+}
+
+/// The check of the entry of `name` in `db` passed: the entry is used from now on, and the name
+/// is remembered as checked. Only while the entry is still there and pending: an event that
+/// forgot it since it was looked up may have changed what was checked.
+pub fn passed_check(db: i32, name: &[u8]) {
+    let mut table = table();
+    let pending = match entry_mut(&mut table, db, name) {
+        Some(entry) if entry.check != Check::Done => {
+            entry.check = Check::Done;
+            true
+        }
+        _ => false,
     };
-    if let Some(Some(entry)) = table.entries.get_mut(slot) {
-        if entry.db == db && *entry.name == *name {
-            entry.check = check;
-        }
+    if !pending {
+        return;
     }
+    if table.checked.is_empty() {
+        table.checked.resize(SEEN, 0);
+    }
+    let mark = Place::of(db, name).mark;
+    if let Some(checked) = table.checked.get_mut(mark) {
+        *checked = checked_key(db, name);
+    }
+}
+
+/// The entry of `name` in `db`, if it is kept.
+fn entry_mut<'t>(table: &'t mut Table, db: i32, name: &[u8]) -> Option<&'t mut Entry> {
+    let slot = tagged(table, &Place::of(db, name))?;
+    match table.entries.get_mut(slot) {
+        Some(Some(entry)) if entry.db == db && *entry.name == *name => Some(entry),
+        _ => None,
+    }
+}
+
+/// What marks a name as checked: a hash with keys drawn at random for the process (SipHash),
+/// since a name whose mark matched would skip its check. [`hash`] is cheaper but easy to
+/// collide on purpose: two names chosen to share its value would let one's check pass for the
+/// other. Never 0, an empty mark.
+fn checked_key(db: i32, name: &[u8]) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one((db, name)) | 1
 }
 
 /// Forgets the entry of `name` in `db`, if one is kept, and that its check was done: its hash
@@ -325,7 +385,7 @@ pub fn forget(db: i32, name: &[u8]) {
     let place = Place::of(db, name);
     let mut table = table();
     if let Some(mark) = table.checked.get_mut(place.mark) {
-        if *mark == place.tag {
+        if *mark != 0 && *mark == checked_key(db, name) {
             *mark = 0;
         }
     }
@@ -338,16 +398,16 @@ pub fn forget(db: i32, name: &[u8]) {
         used,
         ..
     } = &mut *table;
-    if let (Some(place), Some(tag), Some(used)) = (
+    if let (Some(entry), Some(tag), Some(used)) = (
         entries.get_mut(slot),
         tags.get_mut(slot),
         used.get_mut(slot),
     ) {
-        if place
+        if entry
             .as_ref()
             .is_some_and(|entry| entry.db == db && *entry.name == *name)
         {
-            *place = None;
+            *entry = None;
             *tag = 0;
             *used = false;
         }
@@ -447,7 +507,7 @@ mod tests {
         forget(0, b"api");
         assert_eq!(lookup(0, b"api", 3), None);
 
-        // A check left for the first use is handed out until it is done, for this name only.
+        // A pending check is handed out until it passes, for this name only.
         let unchecked = Check::Pending {
             present: 0b111,
             uses: 0,
@@ -456,8 +516,16 @@ mod tests {
         remember(0, b"web", 3, config(10), unchecked);
         let check = |name: &[u8]| super::lookup(&Context::dummy(), 0, name).map(|k| k.check);
         assert_eq!(check(b"api"), Some(unchecked));
-        set_check(0, b"api", Check::Done);
-        set_check(1, b"web", Check::Done);
+        used_unchecked(0, b"api");
+        assert_eq!(
+            check(b"api"),
+            Some(Check::Pending {
+                present: 0b111,
+                uses: 1
+            })
+        );
+        passed_check(0, b"api");
+        passed_check(1, b"web");
         assert_eq!(check(b"api"), Some(Check::Done));
         assert_eq!(check(b"web"), Some(unchecked), "another name, another db");
         forget(0, b"api");
@@ -548,7 +616,7 @@ mod tests {
         };
         let check = |name: &[u8]| super::lookup(&Context::dummy(), 0, name).map(|k| k.check);
         remember(0, first, 3, config(1), pending);
-        set_check(0, first, Check::Done);
+        passed_check(0, first);
         remember(0, twin, 3, config(2), pending);
         assert_eq!(peek(0, first), None, "the twin took the slot");
         remember(0, first, 3, config(1), pending);
@@ -565,8 +633,20 @@ mod tests {
             "forgotten, it is checked again"
         );
 
+        // A check that passed for an entry forgotten meanwhile marks nothing.
+        forget(0, first);
+        passed_check(0, first);
+        remember(0, first, 3, config(1), pending);
+        assert_eq!(
+            check(first),
+            Some(pending),
+            "forgotten before its check passed"
+        );
+
         assert!(keeps_config(b"expire") && keeps_config(b"persist"));
         assert!(!keeps_config(b"hset") && !keeps_config(b"del") && !keeps_config(b"expired"));
+        // A field's TTL is part of what a check found.
+        assert!(!keeps_config(b"hexpire") && !keeps_config(b"hpersist"));
         forget_all();
     }
 }

@@ -12,7 +12,7 @@ use redis_module::{raw, Context, ContextFlags, RedisString, RedisValue};
 
 use crate::args;
 use crate::clock;
-use crate::config_cache::{self, Check, Known, CHECKED_AT_USE};
+use crate::config_cache::{self, Check, Known};
 use crate::error::Error;
 use crate::ffi::acl::User;
 use crate::ffi::events::{self, KeyWatcher, RemovalWatcher};
@@ -66,6 +66,36 @@ struct Fields {
     kind: Option<RedisString>,
     keep_alive: Option<RedisString>,
     precision: Option<RedisString>,
+}
+
+impl Fields {
+    /// The fields found, a bit each in [`CONFIG_FIELDS`]' order.
+    fn present(&self) -> u8 {
+        [
+            &self.rate,
+            &self.interval,
+            &self.kind,
+            &self.keep_alive,
+            &self.precision,
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(_, field)| field.is_some())
+        .fold(0, |bits, (i, _)| bits | (1 << i))
+    }
+}
+
+/// A configuration decoded from its hash, with the fields found ([`Fields::present`]).
+struct ReadConfig {
+    config: Config,
+    present: u8,
+}
+
+/// What a call does with the configuration kept for its limiter.
+enum KeptUse {
+    Use(Config),
+    /// Reads the hash as if nothing were kept, and keeps nothing new.
+    ReadInstead,
 }
 
 /// The hash's field names, as strings made once (see [`StaticString`]).
@@ -254,40 +284,51 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
-        // Whether what is kept stays as it is: a configuration read again while its entry waits
-        // for its check, or just after a check failed, is not kept again.
-        let mut kept_as_is = false;
+        let mut may_keep = true;
         if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
-            match known.check {
-                Check::Done => return Ok(Some(known.config)),
-                Check::Pending { present, uses } if uses.saturating_add(1) < CHECKED_AT_USE => {
-                    let uses = uses.saturating_add(1);
-                    config_cache::set_check(self.db, self.name, Check::Pending { present, uses });
-                    kept_as_is = true;
-                }
-                Check::Pending { present, .. } if self.fields_still(present) => {
-                    config_cache::set_check(self.db, self.name, Check::Done);
-                    return Ok(Some(known.config));
-                }
-                Check::Pending { .. } => {
-                    config_cache::forget(self.db, self.name);
-                    kept_as_is = true;
-                }
+            match self.kept_use(known) {
+                KeptUse::Use(config) => return Ok(Some(config)),
+                KeptUse::ReadInstead => may_keep = false,
             }
         }
-        let (config, present) = self.read_config()?;
+        let config = self.read_config()?;
         // A field with a TTL of its own can expire with no event until the server deletes it.
-        if !kept_as_is && watch_hashes(self.ctx) && config_cache::admits(self.db, self.name) {
+        if may_keep && watch_hashes(self.ctx) && config_cache::admits(self.db, self.name) {
             let check = match field_ttls(self.ctx) {
                 FieldTtls::None => Some(Check::Done),
                 FieldTtls::Shown => (!self.hash.has_field_ttls()).then_some(Check::Done),
-                FieldTtls::Asked => Some(Check::Pending { present, uses: 0 }),
+                FieldTtls::Asked => Some(Check::Pending {
+                    present: config.present,
+                    uses: 0,
+                }),
             };
             if let Some(check) = check {
-                config_cache::remember(self.db, self.name, fields, config, check);
+                config_cache::remember(self.db, self.name, fields, config.config, check);
             }
         }
-        Ok(Some(config))
+        Ok(Some(config.config))
+    }
+
+    /// Whether this call uses the configuration kept for the limiter, whose hash has the field
+    /// count it had: yes once its check, if any, has passed (made here when due); otherwise the
+    /// hash is read instead, and what is kept stays as it is (a pending entry is not kept anew,
+    /// nor one whose check just failed: it would only be checked again).
+    fn kept_use(&self, known: &Known) -> KeptUse {
+        match known.check {
+            Check::Done => KeptUse::Use(known.config),
+            check if !check.due() => {
+                config_cache::used_unchecked(self.db, self.name);
+                KeptUse::ReadInstead
+            }
+            Check::Pending { present, .. } if self.fields_still(present) => {
+                config_cache::passed_check(self.db, self.name);
+                KeptUse::Use(known.config)
+            }
+            Check::Pending { .. } => {
+                config_cache::forget(self.db, self.name);
+                KeptUse::ReadInstead
+            }
+        }
     }
 
     /// Whether the configuration's fields found when it was kept (`present`, a bit each in
@@ -314,21 +355,9 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         }
     }
 
-    /// The configuration decoded from the hash, which exists, and the fields found (a bit each,
-    /// in [`CONFIG_FIELDS`]' order).
-    fn read_config(&self) -> Result<(Config, u8), Error> {
+    /// The configuration decoded from the hash, which exists, and the fields found.
+    fn read_config(&self) -> Result<ReadConfig, Error> {
         let fields = self.fields();
-        let present = [
-            &fields.rate,
-            &fields.interval,
-            &fields.kind,
-            &fields.keep_alive,
-            &fields.precision,
-        ]
-        .into_iter()
-        .enumerate()
-        .filter(|(_, field)| field.is_some())
-        .fold(0u8, |bits, (i, _)| bits | (1 << i));
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
         else {
@@ -364,7 +393,10 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             },
             precision: 1,
         };
-        Ok((self.with_precision(config, &fields)?, present))
+        Ok(ReadConfig {
+            config: self.with_precision(config, &fields)?,
+            present: fields.present(),
+        })
     }
 
     /// The configuration with its `precision` field: an integer >= 1, used up to the interval.

@@ -6,7 +6,7 @@
 mod common;
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -150,8 +150,44 @@ fn a_replica_sees_the_changes_its_master_makes() {
     assert_eq!(seen_rate(&mut on_replica, "api"), 7);
 }
 
-/// Redis 7.4+ can give a hash field a TTL of its own (HPEXPIRE). A field is seen gone as soon
-/// as its TTL passes, even while the server has not deleted it yet.
+/// How a server has hash field TTLs (HPEXPIRE, Redis 7.4+ and Valkey 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldTtls {
+    None,
+    /// Shown to modules (Redis 8).
+    Shown,
+    /// Hidden from modules (Redis 7.4, Valkey 9): the module asks HPTTL.
+    Hidden,
+}
+
+fn field_ttls(con: &mut Connection) -> FieldTtls {
+    let supported: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("HPEXPIRE")
+        .query(con)
+        .unwrap();
+    if matches!(&supported, Value::Array(items) if items.iter().all(|v| *v == Value::Nil)) {
+        return FieldTtls::None;
+    }
+    let valkey = info_field(con, "server", "valkey_version").is_some();
+    let redis_major = info_field(con, "server", "redis_version")
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()))
+        .unwrap_or(0);
+    if valkey || redis_major < 8 {
+        FieldTtls::Hidden
+    } else {
+        FieldTtls::Shown
+    }
+}
+
+/// The module's HPTTL calls so far (they show in commandstats like any command's).
+fn checks(con: &mut Connection) -> i64 {
+    command_calls(con, "hpttl")
+}
+
+/// A field is seen gone as soon as its TTL passes, even while the server has not deleted it
+/// yet (active expiry off), also when the module had kept the configuration, and checked it,
+/// before the field got its TTL.
 #[test]
 fn a_hash_field_that_expires_is_seen_gone() {
     let server = Server::start_with(
@@ -159,29 +195,42 @@ fn a_hash_field_that_expires_is_seen_gone() {
         &["--enable-debug-command", "yes"],
     );
     let mut con = server.conn();
-    let supported: Value = redis::cmd("COMMAND")
-        .arg("INFO")
-        .arg("HPEXPIRE")
-        .query(&mut con)
-        .unwrap();
-    if matches!(&supported, Value::Array(items) if items.iter().all(|v| *v == Value::Nil)) {
+    let ttls = field_ttls(&mut con);
+    if ttls == FieldTtls::None {
         eprintln!("no HPEXPIRE on this server: nothing to check");
         return;
     }
-    // The server's own expiry cycle would delete the field (and say so): turn it off, so only
-    // the module can notice.
     run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
-    // Kept, and on Redis 7.4 and Valkey 9 checked for field TTLs (found none).
     for _ in 0..3 {
         assert_eq!(seen_rate(&mut con, "api"), 5);
     }
-    run_line(&mut con, "HPEXPIRE api 5 FIELDS 1 rate");
-    // Kept again, and checked again: the field's TTL was a change to the hash.
+    let checked = checks(&mut con);
+    assert_eq!(
+        checked > 0,
+        ttls == FieldTtls::Hidden,
+        "kept and checked where the server hides field TTLs ({ttls:?}), never elsewhere"
+    );
+    let ttl = Duration::from_millis(1000);
+    let set = Instant::now();
+    run_line(
+        &mut con,
+        &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
+    );
     for _ in 0..2 {
         assert_eq!(seen_rate(&mut con, "api"), 5);
     }
-    thread::sleep(Duration::from_millis(20));
+    assert!(
+        set.elapsed() < ttl,
+        "the reads took longer than the field's TTL: nothing was checked"
+    );
+    if ttls == FieldTtls::Hidden {
+        assert!(
+            checks(&mut con) > checked,
+            "the TTL forgot that the limiter was checked: it is asked again"
+        );
+    }
+    thread::sleep(ttl.saturating_sub(set.elapsed()) + Duration::from_millis(100));
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
 }
 
@@ -196,19 +245,15 @@ fn a_hash_field_with_a_ttl_before_the_configuration_was_kept_is_seen_gone() {
         &["--enable-debug-command", "yes"],
     );
     let mut con = server.conn();
-    let supported: Value = redis::cmd("COMMAND")
-        .arg("INFO")
-        .arg("HPEXPIRE")
-        .query(&mut con)
-        .unwrap();
-    if matches!(&supported, Value::Array(items) if items.iter().all(|v| *v == Value::Nil)) {
+    let ttls = field_ttls(&mut con);
+    if ttls == FieldTtls::None {
         eprintln!("no HPEXPIRE on this server: nothing to check");
         return;
     }
     run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
     let ttl = Duration::from_millis(1000);
-    let set = std::time::Instant::now();
+    let set = Instant::now();
     run_line(
         &mut con,
         &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
@@ -222,8 +267,14 @@ fn a_hash_field_with_a_ttl_before_the_configuration_was_kept_is_seen_gone() {
         set.elapsed() < ttl,
         "the reads took longer than the field's TTL: nothing was checked"
     );
+    assert_eq!(checks(&mut con), 0, "no check before the second use");
     thread::sleep(ttl.saturating_sub(set.elapsed()) + Duration::from_millis(100));
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+    assert_eq!(
+        checks(&mut con) > 0,
+        ttls == FieldTtls::Hidden,
+        "the expired field was found by the check ({ttls:?})"
+    );
 }
 
 fn configs_kept(con: &mut Connection) -> String {
