@@ -689,8 +689,10 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
         Call::TryAcquireUncached,
         Call::Allow,
         Call::Script,
-        Call::FirstUse,
         Call::Burst,
+        // Last: the keys it adds can grow the key table, and its rehashing would fall on the
+        // lookups of whatever came next (it had doubled the burst's OpenKey).
+        Call::FirstUse,
     ];
     let mut draw = Draw(0x5eed);
     for (p, &call) in phases.iter().enumerate() {
@@ -699,7 +701,8 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
                 .map(|i| format!("cg:{i}"))
                 .collect()
         } else if call == Call::Burst {
-            // Last: it freezes the clock. One warm call logs the entry the others merge into.
+            // The clock frozen (until the phase ends). One warm call logs the entry the others
+            // merge into.
             set_clock(&mut con, T0)?;
             let _: i64 = redis::cmd("RATELIMIT.SETRATE")
                 .arg("burst")
@@ -730,6 +733,11 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
         drive(&mut con, call, &sha, &names, &mut ids)?;
         control(&pid, &[&format!("--dump=p{p}")])?;
         control(&pid, &["-i", "off"])?;
+        if call == Call::Burst {
+            let _: () = redis::cmd("RATELIMIT.DEBUG")
+                .arg("REALCLOCK")
+                .query(&mut con)?;
+        }
     }
     config_cache(&mut con, true)?;
     server::stop(server);
