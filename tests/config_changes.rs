@@ -185,11 +185,10 @@ fn checks(con: &mut Connection) -> i64 {
     command_calls(con, "hpttl")
 }
 
-/// A field is seen gone as soon as its TTL passes, even while the server has not deleted it
-/// yet (active expiry off), also when the module had kept the configuration, and checked it,
-/// before the field got its TTL.
-#[test]
-fn a_hash_field_that_expires_is_seen_gone() {
+/// A server with hash field TTLs, its active expiry off (so only a read can find a field gone
+/// while the server has not deleted it), and the limiter `api` of 5 permits; None on a server
+/// without field TTLs.
+fn limiter_on_a_server_with_field_ttls() -> Option<(Server, Connection, FieldTtls)> {
     let server = Server::start_with(
         &["debug-commands", "yes"],
         &["--enable-debug-command", "yes"],
@@ -197,11 +196,33 @@ fn a_hash_field_that_expires_is_seen_gone() {
     let mut con = server.conn();
     let ttls = field_ttls(&mut con);
     if ttls == FieldTtls::None {
-        eprintln!("no HPEXPIRE on this server: nothing to check");
-        return;
+        return None;
     }
     run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
+    Some((server, con, ttls))
+}
+
+/// Gives `api`'s rate field a TTL of a second: the TTL and when it was set.
+fn expire_rate_field(con: &mut Connection) -> (Duration, Instant) {
+    let ttl = Duration::from_millis(1000);
+    let set = Instant::now();
+    run_line(
+        con,
+        &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
+    );
+    (ttl, set)
+}
+
+/// A field is seen gone as soon as its TTL passes, even while the server has not deleted it
+/// yet (active expiry off), also when the module had kept the configuration, and checked it,
+/// before the field got its TTL.
+#[test]
+fn a_hash_field_that_expires_is_seen_gone() {
+    let Some((_server, mut con, ttls)) = limiter_on_a_server_with_field_ttls() else {
+        eprintln!("no HPEXPIRE on this server: nothing to check");
+        return;
+    };
     for _ in 0..3 {
         assert_eq!(seen_rate(&mut con, "api"), 5);
     }
@@ -211,12 +232,7 @@ fn a_hash_field_that_expires_is_seen_gone() {
         ttls == FieldTtls::Hidden,
         "kept and checked where the server hides field TTLs ({ttls:?}), never elsewhere"
     );
-    let ttl = Duration::from_millis(1000);
-    let set = Instant::now();
-    run_line(
-        &mut con,
-        &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
-    );
+    let (ttl, set) = expire_rate_field(&mut con);
     for _ in 0..2 {
         assert_eq!(seen_rate(&mut con, "api"), 5);
     }
@@ -240,24 +256,11 @@ fn a_hash_field_that_expires_is_seen_gone() {
 /// first answers from what it kept: the expired field is seen gone all the same.
 #[test]
 fn a_hash_field_with_a_ttl_before_the_configuration_was_kept_is_seen_gone() {
-    let server = Server::start_with(
-        &["debug-commands", "yes"],
-        &["--enable-debug-command", "yes"],
-    );
-    let mut con = server.conn();
-    let ttls = field_ttls(&mut con);
-    if ttls == FieldTtls::None {
+    let Some((_server, mut con, ttls)) = limiter_on_a_server_with_field_ttls() else {
         eprintln!("no HPEXPIRE on this server: nothing to check");
         return;
-    }
-    run_line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
-    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000 KEEPALIVE 60000");
-    let ttl = Duration::from_millis(1000);
-    let set = Instant::now();
-    run_line(
-        &mut con,
-        &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
-    );
+    };
+    let (ttl, set) = expire_rate_field(&mut con);
     // Read three times: marked, kept, and used once unchecked (on Redis 8: not kept); the next
     // use, after the field expired, is the one that checks.
     for _ in 0..3 {
