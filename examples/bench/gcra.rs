@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::callgrind::{self, control, dump_files, top_level_calls, Dump, MODULE_PROC};
 use crate::limiter::{memory_usage, used_memory};
 use crate::measure::command_stats;
+use crate::report::{targets_line, verdict};
 use crate::server::{self, Server};
 use crate::{flush, Res};
 
@@ -595,10 +596,7 @@ impl Report {
         for (name, usage, per_key) in &self.memory {
             let _ = writeln!(s, "{name:<24} {usage:>6} B {per_key:>10.1} B");
         }
-        let targets = self.targets();
-        if !targets.is_empty() {
-            let _ = writeln!(s, "\nTargets: {}", targets.join("; "));
-        }
+        s.push_str(&targets_line(&self.targets()));
         s
     }
 
@@ -607,9 +605,7 @@ impl Report {
     /// script, about 120 bytes per key.
     fn targets(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let mut check = |label: String, ok: bool| {
-            out.push(format!("[{}] {label}", if ok { "ok" } else { "MISS" }));
-        };
+        let mut check = |label: String, ok: bool| out.push(verdict(label, ok));
         let mut tables: Vec<(&str, &[Row])> = vec![("cpu", &self.cpu_usec)];
         if let Ok(rows) = &self.instructions {
             tables.push(("instr", rows));

@@ -34,6 +34,7 @@ use crate::callgrind::{
 use crate::calls::LUA;
 use crate::limiter::{keys, memory_usage, set_clock, used_memory, Ids};
 use crate::measure::{command_stats, median};
+use crate::report::{targets_line, verdict};
 use crate::server::{self, which};
 use crate::{flush, Res, T0};
 
@@ -923,10 +924,7 @@ impl Report {
                 let _ = writeln!(s, "\nInstructions per call: skipped, {why}");
             }
         }
-        let targets = self.targets();
-        if !targets.is_empty() {
-            let _ = writeln!(s, "\nTargets: {}", targets.join("; "));
-        }
+        s.push_str(&targets_line(&self.targets()));
         s
     }
 
@@ -935,9 +933,7 @@ impl Report {
     /// size, and still a saving on the hot limiter; a burst at least 4x the script's throughput.
     fn targets(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let mut check = |label: String, ok: bool| {
-            out.push(format!("[{}] {label}", if ok { "ok" } else { "MISS" }));
-        };
+        let mut check = |label: String, ok: bool| out.push(verdict(label, ok));
         for size in &self.sizes {
             let (t, a, l, f, u) = size.medians();
             if size.limiters == TARGET_SIZE {

@@ -15,6 +15,20 @@ use crate::throughput::{Throughput, CLIENTS, THROUGHPUT_WINDOW};
 use crate::worst::{Worst, WorstJson};
 use crate::{Plan, Res};
 
+/// One target of a section (`--gcra`, `--many`), held or missed, as its report lists it.
+pub(crate) fn verdict(label: String, held: bool) -> String {
+    format!("[{}] {label}", if held { "ok" } else { "MISS" })
+}
+
+/// A section report's last line: its targets' verdicts, if it has any.
+pub(crate) fn targets_line(verdicts: &[String]) -> String {
+    if verdicts.is_empty() {
+        String::new()
+    } else {
+        format!("\nTargets: {}\n", verdicts.join("; "))
+    }
+}
+
 /// A full run.
 pub struct Report {
     pub machine: Machine,
