@@ -31,9 +31,14 @@ MODULE_RELEASE := target/release/libratelimit.so
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
 ##   faketime       faketime (and its libfaketime): holds the clock of the GCRA references
 ##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/gcra_reference.rs
+## and for `make bench`:
+##   redis-benchmark  redis-tools: the pipelined throughput and the many-limiters burst
+##   valgrind, callgrind_control  valgrind: instructions per call
 RUN_NEEDS := cc=build-essential libclang=libclang-dev $(REDIS_SERVER)=redis-server
 TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev xz=xz-utils \
 	javac=default-jdk-headless mvn=maven faketime=faketime
+BENCH_NEEDS := $(RUN_NEEDS) redis-benchmark=redis-tools valgrind=valgrind \
+	callgrind_control=valgrind
 
 ## ls fails when any one of its globs matches nothing, so its output is what counts.
 define install_missing
@@ -167,11 +172,12 @@ ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
 ## BENCH_ARGS=--quick for a short smoke run, BENCH_ARGS=--worst for only the worst-case table
 ## (one call on logs of 10k/100k/1M members), BENCH_ARGS=--many for only a limiter per user
-## (10k/200k/1M users at random), BENCH_ARGS=--gcra for only the GCRA drop-ins. Instructions
-## per call need valgrind (Debian:
-## apt-get install valgrind; skipped, and said so, without it). REDIS_CELL=/path/to/
+## (10k/200k/1M users at random), BENCH_ARGS=--gcra for only the GCRA drop-ins. Installs what
+## it measures with when missing (redis-benchmark, valgrind for instructions per call; run by
+## `cargo run --example bench` directly, a section without them says it skipped). REDIS_CELL=/path/to/
 ## libredis_cell.so also measures redis-cell's CL.THROTTLE in the same server (never vendored).
 bench: release
+	$(call install_missing,$(BENCH_NEEDS))
 	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)
 
