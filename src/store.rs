@@ -213,7 +213,11 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
 
     fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
         let db = selected_db(ctx);
-        let mut known = config_cache::lookup(ctx, db, name);
+        let mut known = if config_cache::on() {
+            config_cache::lookup(ctx, db, name)
+        } else {
+            None
+        };
         let hash = match known.as_mut().and_then(|known| known.hash.take()) {
             Some(string) => Key::open_named(ctx, string),
             None => Key::open(ctx, name),
@@ -292,8 +296,15 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             }
         }
         let config = self.read_config()?;
-        // A field with a TTL of its own can expire with no event until the server deletes it.
-        if may_keep && watch_hashes(self.ctx) && config_cache::admits(self.db, self.name) {
+        // Admitted before subscribing: a server whose table is out of use does not subscribe
+        // to events it would then be called back for on every write (on Redis 7.0, each
+        // keep-alive's expiries).
+        let keep = may_keep
+            && config_cache::on()
+            && config_cache::admits(self.db, self.name)
+            && watch_hashes(self.ctx);
+        if keep {
+            // A field with a TTL of its own can expire with no event until the server deletes it.
             let check = match field_ttls(self.ctx) {
                 FieldTtls::None => Some(Check::Done),
                 FieldTtls::Shown => (!self.hash.has_field_ttls()).then_some(Check::Done),
@@ -1196,7 +1207,7 @@ static WATCHING_HASHES: AtomicBool = AtomicBool::new(false);
 /// limiters are never read twice pays nothing for them. False if configurations are not kept
 /// (`config-cache no`) or the server refused.
 fn watch_hashes(ctx: &Context) -> bool {
-    if !KEEP_CONFIGS.load(Ordering::Relaxed) {
+    if !config_cache::on() {
         return false;
     }
     if WATCHING_HASHES.load(Ordering::Relaxed) {
@@ -1268,9 +1279,6 @@ fn field_ttls(ctx: &Context) -> FieldTtls {
 /// What [`field_ttls`] found: 0 while not asked yet this load, else its code.
 static FIELD_TTLS: AtomicU8 = AtomicU8::new(0);
 
-/// Whether configurations are kept at all (the `config-cache` load option).
-static KEEP_CONFIGS: AtomicBool = AtomicBool::new(true);
-
 /// Whether the server runs in cluster mode, which is fixed when it starts.
 static CLUSTER: AtomicBool = AtomicBool::new(false);
 
@@ -1300,20 +1308,17 @@ pub fn watch_removals(ctx: &Context) -> bool {
 /// waiters do when a key leaves.
 /// Whether configurations are kept between calls (`ratelimit.config-cache`).
 pub fn keeps_configs() -> bool {
-    KEEP_CONFIGS.load(Ordering::Relaxed)
+    config_cache::on()
 }
 
 /// Turns keeping configurations on or off, at load or at run time (`CONFIG SET`): off forgets
 /// every configuration kept, so none can go stale while nothing watches for changes.
 pub fn keep_configs(on: bool) {
-    KEEP_CONFIGS.store(on, Ordering::Relaxed);
-    if !on {
-        config_cache::forget_all();
-    }
+    config_cache::turn(on);
 }
 
 pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
-    KEEP_CONFIGS.store(keep_configs, Ordering::Relaxed);
+    config_cache::turn(keep_configs);
     CLUSTER.store(
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
@@ -1322,7 +1327,7 @@ pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
     WATCHING_REMOVALS.store(false, Ordering::Relaxed);
     FIELD_TTLS.store(0, Ordering::Relaxed);
     *ON_REMOVAL.lock().unwrap_or_else(PoisonError::into_inner) = Some(on_removal);
-    config_cache::forget_all();
+    config_cache::reset();
 }
 
 /// The configurations kept in [`config_cache`], as a watcher of the keys they were read from.

@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 use common::*;
 
 /// The rate the module sees for a limiter with an empty log, read twice so the second read is
-/// answered from what the first kept.
+/// answered from what the first kept (kept configurations are in use: these tests call back on
+/// few limiters).
 fn seen_rate(con: &mut Connection, name: &str) -> i64 {
     let first = available(con, name);
     assert_eq!(available(con, name), first, "a second read disagreed");
+    assert_eq!(configs_in_use(con), "1", "kept configurations in use");
     first
 }
 
@@ -284,6 +286,43 @@ fn configs_kept(con: &mut Connection) -> String {
     info_field(con, "ratelimit", "ratelimit_configs_kept").expect("ratelimit_configs_kept")
 }
 
+fn configs_in_use(con: &mut Connection) -> String {
+    info_field(con, "ratelimit", "ratelimit_configs_in_use").expect("ratelimit_configs_in_use")
+}
+
+/// Calls spread over many more limiters than the module keeps take kept configurations out of
+/// use: nothing is looked up or kept, and INFO says so. Calls back on a few limiters put them
+/// in use again, and a change to a hash still reaches the next call.
+#[test]
+fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
+    let server = Server::start();
+    let mut con = server.conn();
+    assert_eq!(configs_in_use(&mut con), "1", "in use from the start");
+    let mut pipe = redis::pipe();
+    for i in 0..2_000 {
+        pipe.cmd("RATELIMIT.SETRATE")
+            .arg(format!("user:{i}"))
+            .arg(5)
+            .arg(1000)
+            .ignore();
+    }
+    let () = pipe.query(&mut con).expect("SETRATE");
+    assert_eq!(configs_in_use(&mut con), "0", "a call on each of 2 000");
+    for _ in 0..3 {
+        assert_eq!(available(&mut con, "user:1"), 5);
+    }
+    assert_eq!(configs_kept(&mut con), "0", "nothing kept out of use");
+
+    // Two of its windows of 256 lookups at least.
+    for _ in 0..600 {
+        assert_eq!(available(&mut con, "user:1"), 5);
+    }
+    assert_eq!(configs_in_use(&mut con), "1", "600 calls back on one");
+    assert_eq!(configs_kept(&mut con), "1", "kept once in use");
+    run_line(&mut con, "HSET user:1 rate 6");
+    assert_eq!(seen_rate(&mut con, "user:1"), 6);
+}
+
 #[test]
 fn info_counts_the_configurations_kept_and_config_cache_no_keeps_none() {
     let server = Server::start();
@@ -302,8 +341,10 @@ fn info_counts_the_configurations_kept_and_config_cache_no_keeps_none() {
     let uncached = Server::start_with(&["debug-commands", "yes", "config-cache", "no"], &[]);
     let mut con = uncached.conn();
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
-    assert_eq!(seen_rate(&mut con, "api"), 5);
+    assert_eq!(available(&mut con, "api"), 5);
+    assert_eq!(available(&mut con, "api"), 5);
     assert_eq!(configs_kept(&mut con), "0");
+    assert_eq!(configs_in_use(&mut con), "0", "config-cache no");
     run_line(&mut con, "HSET api rate 6");
-    assert_eq!(seen_rate(&mut con, "api"), 6);
+    assert_eq!(available(&mut con, "api"), 6);
 }

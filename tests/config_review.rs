@@ -20,6 +20,8 @@ fn seen_rate_of(con: &mut Connection, name: &[u8]) -> i64 {
     let first: i64 = run(con, &[b"RATELIMIT.AVAILABLE", name]).expect("AVAILABLE");
     let second: i64 = run(con, &[b"RATELIMIT.AVAILABLE", name]).expect("AVAILABLE");
     assert_eq!(first, second, "a second read disagreed");
+    let in_use = info_field(con, "ratelimit", "ratelimit_configs_in_use");
+    assert_eq!(in_use.as_deref(), Some("1"), "kept configurations in use");
     first
 }
 

@@ -455,7 +455,8 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
 }
 
 /// The `INFO ratelimit` counters, by name without the `ratelimit_` prefix (not
-/// `configs_kept`, a gauge of what the module keeps, checked in tests/config_changes.rs).
+/// `configs_kept` and `configs_in_use`, gauges of what the module keeps, checked in
+/// tests/config_changes.rs).
 fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
     let info: String = line(con, "INFO ratelimit").unwrap();
     let mut lines = info.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -473,6 +474,7 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
         [
             "acquired",
             "blocked_clients",
+            "configs_in_use",
             "configs_kept",
             "errors",
             "evicted_keys",
@@ -482,6 +484,7 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
         ]
     );
     counters.remove("configs_kept");
+    counters.remove("configs_in_use");
     counters
 }
 
