@@ -26,7 +26,7 @@
 //! read that finds its mark keeps the entry. A busy limiter is kept from its second call on.
 //!
 //! In use only while calls come back to the same limiters: a lookup samples which limiter each
-//! slot saw last (see [`Spread`]), and while fewer than three in four samples find their own,
+//! slot saw last (see [`Spread`]), and while fewer than 15 in 16 samples find their own,
 //! nothing is looked up or kept. Calls spread over many more limiters than slots (a limiter per
 //! user, hundreds of thousands) then pay a counter, not the table's memory: keeping and looking
 //! up entries there cost 1.08x a call with `config-cache no` (10 000 limiters at random), for
@@ -82,21 +82,33 @@ struct Entry {
 /// Lookups between two samples of [`Spread`].
 pub const SAMPLE_EVERY: u32 = 4;
 
-/// Samples between two decisions of [`Spread`].
-pub const WINDOW: u32 = 64;
+/// Samples between two decisions of [`Spread`]: enough that the share found varies by about 2%
+/// from window to window where it is near the line, so the table does not go in and out of use.
+pub const WINDOW: u32 = 256;
 
-/// Samples of a window that must find the limiter their slot saw last for the table to be in use
-/// in the next: three in four. With calls at random over n limiters, a share of about
-/// `(1 - e^-x) / x` does, where `x = n / SLOTS`: 0.89 at 1 000 limiters, 0.79 at 2 000, 0.64 at
-/// 4 000, 0.37 at 10 000. Measured on Valkey 9 against `config-cache no`, kept configurations
-/// cost 0.95x, 1.00x, 1.03x and 1.08x there; one hot limiter, 0.78x.
-pub const IN_USE_AT: u32 = WINDOW * 3 / 4;
+/// Samples before the first decision after the module loads: few, so a server whose calls
+/// spread over many limiters leaves use before it keeps anything (on Redis 7.0, keeping the
+/// first configuration subscribes the module to events that cost every write from then on).
+pub const FIRST_WINDOW: u32 = 16;
+
+/// The share of a window's samples that must find the limiter their slot saw last for the table
+/// to be in use in the next: fifteen in sixteen. With calls at random over n limiters, a share
+/// of about `(1 - e^-x) / x` does, where `x = n / SLOTS`: 0.94 at 500 limiters, 0.89 at 1 000,
+/// 0.79 at 2 000, 0.37 at 10 000. In use there, against `config-cache no` (two servers side by
+/// side), kept configurations cost 0.95x, 1.06x and 1.08x on Valkey 9 at 1 000, 2 000 and
+/// 10 000, 1.03x, 1.08x and 1.09x on Redis 7.0 (whose events cost every write); on one hot
+/// limiter 0.78x. Sixteenths of the samples.
+pub const IN_USE_AT: u32 = 15;
 
 /// How calls spread over limiters, which decides whether the table is in use: a direct-mapped
 /// record of the last limiter sampled in each slot (a fingerprint, no entry, no name), so a
 /// sample costs one word of a 16 KiB array whether or not anything is kept.
 struct Spread {
     in_use: bool,
+    /// Whether the first decision is made.
+    decided: bool,
+    /// In use whatever the samples say (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`).
+    held: bool,
     lookups: u32,
     samples: u32,
     /// Samples this window that found their own fingerprint in their slot.
@@ -110,6 +122,8 @@ impl Spread {
     const fn new() -> Spread {
         Spread {
             in_use: true,
+            decided: false,
+            held: false,
             lookups: 0,
             samples: 0,
             returns: 0,
@@ -118,8 +132,11 @@ impl Spread {
     }
 
     /// Counts a lookup of the name at `place`, samples one in [`SAMPLE_EVERY`], and decides
-    /// at the end of each [`WINDOW`] of samples. Whether the table is in use.
+    /// at the end of each window of samples. Whether the table is in use.
     fn count(&mut self, place: &Place) -> bool {
+        if self.held {
+            return true;
+        }
         self.lookups = self.lookups.wrapping_add(1);
         if !self.lookups.is_multiple_of(SAMPLE_EVERY) {
             return self.in_use;
@@ -134,8 +151,10 @@ impl Spread {
             *last = place.fingerprint;
         }
         self.samples += 1;
-        if self.samples >= WINDOW {
-            self.in_use = self.returns >= IN_USE_AT;
+        let window = if self.decided { WINDOW } else { FIRST_WINDOW };
+        if self.samples >= window {
+            self.in_use = self.returns * 16 >= self.samples * IN_USE_AT;
+            self.decided = true;
             self.samples = 0;
             self.returns = 0;
         }
@@ -544,6 +563,17 @@ pub fn turn(on: bool) {
     }
 }
 
+/// Holds the table in use whatever the calls' spread, or lets the spread decide again from its
+/// next window (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS|AUTO`): for tests of what is kept, which
+/// call on many limiters in a row.
+pub fn hold_in_use(held: bool) {
+    let mut table = table();
+    table.spread.held = held;
+    if held {
+        table.spread.in_use = true;
+    }
+}
+
 /// Whether kept configurations are in use now (INFO ratelimit): on, and calls come back to few
 /// enough limiters (see [`Spread`]).
 pub fn in_use() -> bool {
@@ -774,16 +804,24 @@ mod tests {
         // Calls at random over many more limiters than slots take the table out of use; calls
         // back on a few put it in use again.
         reset();
-        let calls = (SAMPLE_EVERY * WINDOW) as usize;
-        let spread = |name: &dyn Fn(usize) -> Vec<u8>| {
-            for i in 0..calls {
+        let lookups = |calls: u32, name: &dyn Fn(usize) -> Vec<u8>| {
+            for i in 0..calls as usize {
                 super::lookup(&Context::dummy(), 0, &name(i));
             }
             table().spread.in_use
         };
+        // Each phase holds a whole window, wherever the last one started.
+        let calls = 2 * SAMPLE_EVERY * WINDOW;
+        let spread = |name: &dyn Fn(usize) -> Vec<u8>| lookups(calls, name);
         let many = |i: usize| format!("user:{}", (i * 7919) % 50_000).into_bytes();
         let few = |i: usize| format!("api:{}", i % 8).into_bytes();
-        assert!(spread(&few), "in use from the start, and on few limiters");
+        assert!(table().spread.in_use, "in use from the start");
+        assert!(
+            !lookups(SAMPLE_EVERY * FIRST_WINDOW, &many),
+            "the first decision comes early"
+        );
+        let calls = calls as usize;
+        assert!(spread(&few), "in use on few limiters");
         assert!(!spread(&many), "out of use on many");
         read(0, b"api", 3, config(10));
         read(0, b"api", 3, config(10));

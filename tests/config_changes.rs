@@ -291,15 +291,16 @@ fn configs_in_use(con: &mut Connection) -> String {
 }
 
 /// Calls spread over many more limiters than the module keeps take kept configurations out of
-/// use: nothing is looked up or kept, and INFO says so. Calls back on a few limiters put them
-/// in use again, and a change to a hash still reaches the next call.
+/// use: nothing is looked up or kept, and INFO says so. `RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`
+/// holds them in use (for tests), `AUTO` lets the spread decide again. Calls back on one
+/// limiter put them in use again, and a change to its hash still reaches the next call.
 #[test]
 fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     let server = Server::start();
     let mut con = server.conn();
     assert_eq!(configs_in_use(&mut con), "1", "in use from the start");
     let mut pipe = redis::pipe();
-    for i in 0..2_000 {
+    for i in 0..6_000 {
         pipe.cmd("RATELIMIT.SETRATE")
             .arg(format!("user:{i}"))
             .arg(5)
@@ -307,18 +308,28 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
             .ignore();
     }
     let () = pipe.query(&mut con).expect("SETRATE");
-    assert_eq!(configs_in_use(&mut con), "0", "a call on each of 2 000");
+    assert_eq!(configs_in_use(&mut con), "0", "a call on each of 6 000");
     for _ in 0..3 {
         assert_eq!(available(&mut con, "user:1"), 5);
     }
     assert_eq!(configs_kept(&mut con), "0", "nothing kept out of use");
+    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
+    assert_eq!(configs_in_use(&mut con), "1", "held in use");
+    for i in 0..2_000 {
+        assert_eq!(available(&mut con, &format!("user:{i}")), 5);
+    }
+    assert_eq!(configs_in_use(&mut con), "1", "held, whatever the spread");
+    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS AUTO");
+    for i in 2_000..6_000 {
+        assert_eq!(available(&mut con, &format!("user:{i}")), 5);
+    }
+    assert_eq!(configs_in_use(&mut con), "0", "the spread decides again");
 
-    // Two of its windows of 256 lookups at least.
-    for _ in 0..600 {
+    // Two of its windows of 1 024 lookups at least.
+    for _ in 0..2_100 {
         assert_eq!(available(&mut con, "user:1"), 5);
     }
-    assert_eq!(configs_in_use(&mut con), "1", "600 calls back on one");
-    assert_eq!(configs_kept(&mut con), "1", "kept once in use");
+    assert_eq!(configs_in_use(&mut con), "1", "2 100 calls back on one");
     run_line(&mut con, "HSET user:1 rate 6");
     assert_eq!(seen_rate(&mut con, "user:1"), 6);
 }

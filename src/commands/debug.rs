@@ -1,5 +1,6 @@
-//! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK`: a frozen clock for deterministic
-//! tests. Registered only when the module is loaded with `debug-commands yes`.
+//! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK | KEEPCONFIGS ALWAYS|AUTO`: a
+//! frozen clock for deterministic tests, and kept configurations held in use for tests of what
+//! is kept. Registered only when the module is loaded with `debug-commands yes`.
 
 use redis_module::{Context, RedisResult, RedisValue};
 
@@ -7,11 +8,12 @@ use super::doc::{Arg, Doc, Keys, Kind};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
+use crate::config_cache;
 use crate::error::Error;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.debug",
-    summary: c"Freezes, advances or releases the module's clock (only with the load option debug-commands yes).",
+    summary: c"Freezes, advances or releases the module's clock, or holds kept configurations in use (only with the load option debug-commands yes).",
     complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
     arity: -2,
     flags: c"admin",
@@ -23,6 +25,14 @@ pub const DOC: Doc = Doc {
             Arg::new(c"unix-ms", Kind::Integer).after(c"SETCLOCK"),
             Arg::new(c"ms", Kind::Integer).after(c"ADVANCE"),
             Arg::token(c"realclock", c"REALCLOCK"),
+            Arg::new(
+                c"mode",
+                Kind::OneOf(&[
+                    Arg::token(c"always", c"ALWAYS"),
+                    Arg::token(c"auto", c"AUTO"),
+                ]),
+            )
+            .after(c"KEEPCONFIGS"),
         ]),
     )],
 };
@@ -36,7 +46,14 @@ pub enum Request {
     SetClock(i64),
     Advance(i64),
     RealClock,
+    /// Kept configurations in use whatever the calls' spread (ALWAYS), or as it decides (AUTO).
+    KeepConfigs {
+        always: bool,
+    },
 }
+
+const UNKNOWN: &str =
+    "unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms, REALCLOCK or KEEPCONFIGS ALWAYS|AUTO";
 
 pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
     match args {
@@ -53,10 +70,17 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
             MAX_DURATION_MS,
         )?)),
         [sub] if args::is_keyword(sub, "REALCLOCK") => Ok(Request::RealClock),
+        [sub, mode] if args::is_keyword(sub, "KEEPCONFIGS") => {
+            if args::is_keyword(mode, "ALWAYS") {
+                Ok(Request::KeepConfigs { always: true })
+            } else if args::is_keyword(mode, "AUTO") {
+                Ok(Request::KeepConfigs { always: false })
+            } else {
+                Err(Error::Debug("KEEPCONFIGS takes ALWAYS or AUTO"))
+            }
+        }
         [] => Err(Error::WrongArity),
-        _ => Err(Error::Debug(
-            "unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms or REALCLOCK",
-        )),
+        _ => Err(Error::Debug(UNKNOWN)),
     }
 }
 
@@ -79,6 +103,10 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
             clock::unfreeze();
             RedisValue::SimpleStringStatic("OK")
         }
+        Request::KeepConfigs { always } => {
+            config_cache::hold_in_use(always);
+            return Ok(RedisValue::SimpleStringStatic("OK"));
+        }
     };
     // Time may have moved: blocked ACQUIRE callers whose time has come are served.
     blocking::nudge_all(ctx);
@@ -98,6 +126,12 @@ mod tests {
         let args: [&[u8]; 1] = [b"RealClock"];
         assert_eq!(parse(&args), Ok(Request::RealClock));
         let args: [&[u8]; 1] = [b"SETCLOCK"];
+        assert!(matches!(parse(&args), Err(Error::Debug(_))));
+        let args: [&[u8]; 2] = [b"keepconfigs", b"Always"];
+        assert_eq!(parse(&args), Ok(Request::KeepConfigs { always: true }));
+        let args: [&[u8]; 2] = [b"KEEPCONFIGS", b"auto"];
+        assert_eq!(parse(&args), Ok(Request::KeepConfigs { always: false }));
+        let args: [&[u8]; 2] = [b"KEEPCONFIGS", b"never"];
         assert!(matches!(parse(&args), Err(Error::Debug(_))));
         let args: [&[u8]; 0] = [];
         assert_eq!(parse(&args), Err(Error::WrongArity));
