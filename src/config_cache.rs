@@ -105,6 +105,11 @@ pub const IN_USE_AT: u32 = 15;
 /// sample costs one word of a 16 KiB array whether or not anything is kept.
 struct Spread {
     in_use: bool,
+    /// Whether the last window found enough: the table goes into use after two such windows
+    /// in a row, and out after one short. Calls whose share sits just under the line (at
+    /// random over 1 000 limiters) reach it in about one window in a hundred, and on Redis 7.0
+    /// one window in use subscribes the module for good.
+    enough: bool,
     /// Whether the first decision is made.
     decided: bool,
     /// In use whatever the samples say (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`).
@@ -118,10 +123,12 @@ struct Spread {
 
 impl Spread {
     /// In use, so a limiter read twice after the module loads is kept at once, as it is
-    /// while calls come back to few limiters.
+    /// while calls come back to few limiters (and stays in use if its first window finds
+    /// enough).
     const fn new() -> Spread {
         Spread {
             in_use: true,
+            enough: true,
             decided: false,
             held: false,
             lookups: 0,
@@ -153,7 +160,9 @@ impl Spread {
         self.samples += 1;
         let window = if self.decided { WINDOW } else { FIRST_WINDOW };
         if self.samples >= window {
-            self.in_use = self.returns * 16 >= self.samples * IN_USE_AT;
+            let enough = self.returns * 16 >= self.samples * IN_USE_AT;
+            self.in_use = enough && self.enough;
+            self.enough = enough;
             self.decided = true;
             self.samples = 0;
             self.returns = 0;
@@ -810,8 +819,9 @@ mod tests {
             }
             table().spread.in_use
         };
-        // Each phase holds a whole window, wherever the last one started.
-        let calls = 2 * SAMPLE_EVERY * WINDOW;
+        // Each phase holds two whole windows (in use after two that find enough), wherever
+        // the last one started.
+        let calls = 3 * SAMPLE_EVERY * WINDOW;
         let spread = |name: &dyn Fn(usize) -> Vec<u8>| lookups(calls, name);
         let many = |i: usize| format!("user:{}", (i * 7919) % 50_000).into_bytes();
         let few = |i: usize| format!("api:{}", i % 8).into_bytes();
@@ -839,6 +849,19 @@ mod tests {
             "a kept entry is not handed out out of use"
         );
         assert!(peek(0, b"web").is_some(), "but stays");
+
+        // Into use after two windows that find enough, out after one short.
+        let mut alone = Spread::new();
+        let mut windows = |samples: u32, name: &dyn Fn(usize) -> Vec<u8>| {
+            for i in 0..(samples * SAMPLE_EVERY) as usize {
+                alone.count(&Place::of(0, &name(i)));
+            }
+            alone.in_use
+        };
+        assert!(!windows(FIRST_WINDOW, &many), "out at the first decision");
+        assert!(!windows(WINDOW, &few), "one window that finds enough");
+        assert!(windows(WINDOW, &few), "two");
+        assert!(!windows(WINDOW, &|i| many(i + 9 * calls)), "one short");
 
         assert!(keeps_config(b"expire") && keeps_config(b"persist"));
         assert!(!keeps_config(b"hset") && !keeps_config(b"del") && !keeps_config(b"expired"));
