@@ -716,8 +716,9 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
                 .map(|i| format!("cg:{i}"))
                 .collect()
         } else if call == Call::Burst {
-            // The clock frozen (until the phase ends). One warm call logs the entry the others
-            // merge into.
+            // The clock frozen (until the phase ends). The warm calls log the entry the others
+            // merge into, and bring kept configurations back into use (the primer's calls at
+            // random took them out; two windows of 1 024 calls that come back put them in).
             set_clock(&mut con, T0)?;
             let _: i64 = redis::cmd("RATELIMIT.SETRATE")
                 .arg("burst")
@@ -726,7 +727,7 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
                 .arg("PRECISION")
                 .arg(1)
                 .query(&mut con)?;
-            drive(&mut con, call, &sha, &["burst".to_string()], &mut ids)?;
+            drive(&mut con, call, &sha, &vec!["burst".to_string(); 4_000], &mut ids)?;
             vec!["burst".to_string(); plan.callgrind_calls]
         } else {
             (0..plan.callgrind_calls)
