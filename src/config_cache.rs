@@ -26,11 +26,9 @@
 //! read that finds its mark keeps the entry. A busy limiter is kept from its second call on.
 //!
 //! In use only while calls come back to the same limiters: a lookup samples which limiter each
-//! slot saw last (see [`Spread`]), and while fewer than 15 in 16 samples find their own,
-//! nothing is looked up or kept. Calls spread over many more limiters than slots (a limiter per
-//! user, hundreds of thousands) then pay a counter, not the table's memory: keeping and looking
-//! up entries there cost 1.08x a call with `config-cache no` (10 000 limiters at random), for
-//! hits that saved less than that, their limiters' keys being out of the CPU's caches anyway.
+//! slot saw last (see [`spread`]), and while fewer than 15 in 16 samples find their own,
+//! nothing is looked up or kept. Calls spread over thousands of limiters or more (a limiter per
+//! user) then pay a counter, not the table's memory.
 //!
 //! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
 //! entry is kept with a [`Check::Pending`]: the store asks the server at the entry's
@@ -53,6 +51,9 @@ use redis_module::{Context, RedisString};
 use crate::ffi::key::KeptString;
 use crate::keyspace::StateKeys;
 use crate::limiter::Config;
+
+mod spread;
+use spread::Spread;
 
 /// Entries kept at most: enough for the limiters a server is busy with at once, at about 100
 /// bytes each (names longer than [`MAX_NAME`] are not kept).
@@ -77,98 +78,6 @@ struct Entry {
     /// and freeing their strings would cost those calls what the hits save. None until then,
     /// and where the server cannot make strings (unit tests).
     names: Option<Names>,
-}
-
-/// Lookups between two samples of [`Spread`].
-pub const SAMPLE_EVERY: u32 = 4;
-
-/// Samples between two decisions of [`Spread`]: enough that the share found varies by about 2%
-/// from window to window where it is near the line, so the table does not go in and out of use.
-pub const WINDOW: u32 = 256;
-
-/// Samples before the first decision after the module loads: few, so a server whose calls
-/// spread over many limiters leaves use before it keeps anything (on Redis 7.0, keeping the
-/// first configuration subscribes the module to events that cost every write from then on).
-pub const FIRST_WINDOW: u32 = 16;
-
-/// The share of a window's samples that must find the limiter their slot saw last for the table
-/// to be in use in the next: fifteen in sixteen. With calls at random over n limiters, a share
-/// of about `(1 - e^-x) / x` does, where `x = n / SLOTS`: 0.94 at 500 limiters, 0.89 at 1 000,
-/// 0.79 at 2 000, 0.37 at 10 000. In use there, against `config-cache no` (two servers side by
-/// side), kept configurations cost 0.95x, 1.06x and 1.08x on Valkey 9 at 1 000, 2 000 and
-/// 10 000, 1.03x, 1.08x and 1.09x on Redis 7.0 (whose events cost every write); on one hot
-/// limiter 0.78x. Sixteenths of the samples.
-pub const IN_USE_AT: u32 = 15;
-
-/// How calls spread over limiters, which decides whether the table is in use: a direct-mapped
-/// record of the last limiter sampled in each slot (a fingerprint, no entry, no name), so a
-/// sample costs one word of a 16 KiB array whether or not anything is kept.
-struct Spread {
-    in_use: bool,
-    /// Whether the last window found enough: the table goes into use after two such windows
-    /// in a row, and out after one short. Calls whose share sits just under the line (at
-    /// random over 1 000 limiters) reach it in about one window in a hundred, and on Redis 7.0
-    /// one window in use subscribes the module for good.
-    enough: bool,
-    /// Whether the first decision is made.
-    decided: bool,
-    /// In use whatever the samples say (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`).
-    held: bool,
-    lookups: u32,
-    samples: u32,
-    /// Samples this window that found their own fingerprint in their slot.
-    returns: u32,
-    last: Vec<u32>,
-}
-
-impl Spread {
-    /// In use, so a limiter read twice after the module loads is kept at once, as it is
-    /// while calls come back to few limiters (and stays in use if its first window finds
-    /// enough).
-    const fn new() -> Spread {
-        Spread {
-            in_use: true,
-            enough: true,
-            decided: false,
-            held: false,
-            lookups: 0,
-            samples: 0,
-            returns: 0,
-            last: Vec::new(),
-        }
-    }
-
-    /// Counts a lookup of the name at `place`, samples one in [`SAMPLE_EVERY`], and decides
-    /// at the end of each window of samples. Whether the table is in use.
-    fn count(&mut self, place: &Place) -> bool {
-        if self.held {
-            return true;
-        }
-        self.lookups = self.lookups.wrapping_add(1);
-        if !self.lookups.is_multiple_of(SAMPLE_EVERY) {
-            return self.in_use;
-        }
-        if self.last.is_empty() {
-            self.last.resize(SLOTS, 0);
-        }
-        if let Some(last) = self.last.get_mut(place.slot) {
-            if *last == place.fingerprint {
-                self.returns += 1;
-            }
-            *last = place.fingerprint;
-        }
-        self.samples += 1;
-        let window = if self.decided { WINDOW } else { FIRST_WINDOW };
-        if self.samples >= window {
-            let enough = self.returns * 16 >= self.samples * IN_USE_AT;
-            self.in_use = enough && self.enough;
-            self.enough = enough;
-            self.decided = true;
-            self.samples = 0;
-            self.returns = 0;
-        }
-        self.in_use
-    }
 }
 
 /// What is left to check before a kept configuration is used.
@@ -315,13 +224,16 @@ fn tagged(table: &Table, place: &Place) -> Option<usize> {
     (table.tags.get(place.slot) == Some(&place.tag)).then_some(place.slot)
 }
 
-/// What is kept for `name` in `db`, while the table is in use (see [`Spread`]); its strings are
-/// references owned by `ctx`'s command. Found, the entry counts as used (for its second chance
-/// in [`remember`]), whatever the command does with it.
+/// What is kept for `name` in `db`, while configurations are kept and in use (see [`spread`]);
+/// its strings are references owned by `ctx`'s command. Found, the entry counts as used (for
+/// its second chance in [`remember`]), whatever the command does with it.
 pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
+    if !on() {
+        return None;
+    }
     let place = Place::of(db, name);
     let mut table = table();
-    if !table.spread.count(&place) {
+    if !table.spread.count(place.slot, place.fingerprint) {
         return None;
     }
     known(&mut table, ctx, db, name, &place)
@@ -354,16 +266,16 @@ fn known(table: &mut Table, ctx: &Context, db: i32, name: &[u8], place: &Place) 
     }
 }
 
-/// Whether a configuration just read for `name` should be kept: true if the table is in use and
-/// the name was read recently (see the module's doc); otherwise the read is marked (while in
-/// use) and false.
+/// Whether a configuration just read for `name` should be kept: true if configurations are kept
+/// and in use, and the name was read recently (see the module's doc); otherwise the read is
+/// marked (while in use) and false.
 pub fn admits(db: i32, name: &[u8]) -> bool {
-    if name.len() > MAX_NAME {
+    if !on() || name.len() > MAX_NAME {
         return false;
     }
     let place = Place::of(db, name);
     let mut table = table();
-    if !table.spread.in_use {
+    if !table.spread.in_use() {
         return false;
     }
     if table.seen.is_empty() {
@@ -572,21 +484,17 @@ pub fn turn(on: bool) {
     }
 }
 
-/// Holds the table in use whatever the calls' spread, or lets the spread decide again from its
-/// next window (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS|AUTO`): for tests of what is kept, which
-/// call on many limiters in a row.
+/// Holds the table in use whatever the calls' spread, or lets the spread decide again from a new
+/// window (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS|AUTO`): for tests of what is kept, which call on
+/// many limiters in a row.
 pub fn hold_in_use(held: bool) {
-    let mut table = table();
-    table.spread.held = held;
-    if held {
-        table.spread.in_use = true;
-    }
+    table().spread.hold(held);
 }
 
 /// Whether kept configurations are in use now (INFO ratelimit): on, and calls come back to few
-/// enough limiters (see [`Spread`]).
+/// enough limiters (see [`spread`]).
 pub fn in_use() -> bool {
-    on() && table().spread.in_use
+    on() && table().spread.in_use()
 }
 
 /// How many configurations are kept now (INFO ratelimit). O(slots): for INFO, not a command.
@@ -817,51 +725,38 @@ mod tests {
             for i in 0..calls as usize {
                 super::lookup(&Context::dummy(), 0, &name(i));
             }
-            table().spread.in_use
+            table().spread.in_use()
         };
-        // Each phase holds two whole windows (in use after two that find enough), wherever
-        // the last one started.
-        let calls = 3 * SAMPLE_EVERY * WINDOW;
-        let spread = |name: &dyn Fn(usize) -> Vec<u8>| lookups(calls, name);
+        // Each phase holds two whole windows (in use after two that find enough), wherever the
+        // last one started.
+        let calls = 3 * spread::SAMPLE_ONE_IN * spread::WINDOW;
+        let phase = |name: &dyn Fn(usize) -> Vec<u8>| lookups(calls, name);
         let many = |i: usize| format!("user:{}", (i * 7919) % 50_000).into_bytes();
         let few = |i: usize| format!("api:{}", i % 8).into_bytes();
-        assert!(table().spread.in_use, "in use from the start");
+        assert!(table().spread.in_use(), "in use from the start");
         assert!(
-            !lookups(SAMPLE_EVERY * FIRST_WINDOW, &many),
+            !lookups(2 * spread::SAMPLE_ONE_IN * spread::FIRST_WINDOW, &many),
             "the first decision comes early"
         );
         let calls = calls as usize;
-        assert!(spread(&few), "in use on few limiters");
-        assert!(!spread(&many), "out of use on many");
+        assert!(phase(&few), "in use on few limiters");
+        assert!(!phase(&many), "out of use on many");
         read(0, b"api", 3, config(10));
         read(0, b"api", 3, config(10));
         assert_eq!(peek(0, b"api"), None, "nothing kept out of use");
-        assert!(!spread(&|i| many(i + calls)), "still out of use");
-        assert!(spread(&few), "back in use");
+        assert!(!phase(&|i| many(i + calls)), "still out of use");
+        assert!(phase(&few), "back in use");
         read(0, b"api", 3, config(10));
         read(0, b"api", 3, config(10));
         assert_eq!(peek(0, b"api"), Some(config(10)), "kept in use");
         remember(0, b"web", 3, config(10), Check::Done);
-        assert!(!spread(&|i| many(i + 2 * calls)), "out of use again");
+        assert!(!phase(&|i| many(i + 2 * calls)), "out of use again");
         assert_eq!(
             super::lookup(&Context::dummy(), 0, b"web").map(|k| k.config),
             None,
             "a kept entry is not handed out out of use"
         );
         assert!(peek(0, b"web").is_some(), "but stays");
-
-        // Into use after two windows that find enough, out after one short.
-        let mut alone = Spread::new();
-        let mut windows = |samples: u32, name: &dyn Fn(usize) -> Vec<u8>| {
-            for i in 0..(samples * SAMPLE_EVERY) as usize {
-                alone.count(&Place::of(0, &name(i)));
-            }
-            alone.in_use
-        };
-        assert!(!windows(FIRST_WINDOW, &many), "out at the first decision");
-        assert!(!windows(WINDOW, &few), "one window that finds enough");
-        assert!(windows(WINDOW, &few), "two");
-        assert!(!windows(WINDOW, &|i| many(i + 9 * calls)), "one short");
 
         assert!(keeps_config(b"expire") && keeps_config(b"persist"));
         assert!(!keeps_config(b"hset") && !keeps_config(b"del") && !keeps_config(b"expired"));

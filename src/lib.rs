@@ -129,10 +129,10 @@ impl ffi::config::BoolSetting for ConfigCache {
     const NAME: &'static CStr = c"config-cache";
     const IMMUTABLE: bool = false;
     fn get() -> bool {
-        store::keeps_configs()
+        config_cache::on()
     }
     fn set(value: bool) {
-        store::keep_configs(value);
+        config_cache::turn(value);
     }
 }
 

@@ -213,11 +213,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
 
     fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
         let db = selected_db(ctx);
-        let mut known = if config_cache::on() {
-            config_cache::lookup(ctx, db, name)
-        } else {
-            None
-        };
+        let mut known = config_cache::lookup(ctx, db, name);
         let hash = match known.as_mut().and_then(|known| known.hash.take()) {
             Some(string) => Key::open_named(ctx, string),
             None => Key::open(ctx, name),
@@ -299,10 +295,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         // Admitted before subscribing: a server whose table is out of use does not subscribe
         // to events it would then be called back for on every write (on Redis 7.0, each
         // keep-alive's expiries).
-        let keep = may_keep
-            && config_cache::on()
-            && config_cache::admits(self.db, self.name)
-            && watch_hashes(self.ctx);
+        let keep = may_keep && config_cache::admits(self.db, self.name) && watch_hashes(self.ctx);
         if keep {
             // A field with a TTL of its own can expire with no event until the server deletes it.
             let check = match field_ttls(self.ctx) {
@@ -1306,17 +1299,6 @@ pub fn watch_removals(ctx: &Context) -> bool {
 /// At load: notes whether the server is a cluster node and whether to keep configurations at
 /// all, forgets what an earlier load of the module subscribed to and kept, and takes what the
 /// waiters do when a key leaves.
-/// Whether configurations are kept between calls (`ratelimit.config-cache`).
-pub fn keeps_configs() -> bool {
-    config_cache::on()
-}
-
-/// Turns keeping configurations on or off, at load or at run time (`CONFIG SET`): off forgets
-/// every configuration kept, so none can go stale while nothing watches for changes.
-pub fn keep_configs(on: bool) {
-    config_cache::turn(on);
-}
-
 pub fn init(ctx: &Context, on_removal: RemovalHook, keep_configs: bool) {
     config_cache::turn(keep_configs);
     CLUSTER.store(

@@ -291,14 +291,19 @@ fn configs_in_use(con: &mut Connection) -> String {
 }
 
 /// Calls spread over many more limiters than the module keeps take kept configurations out of
-/// use: nothing is looked up or kept, and INFO says so. `RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`
-/// holds them in use (for tests), `AUTO` lets the spread decide again. Calls back on one
-/// limiter put them in use again, and a change to its hash still reaches the next call.
+/// use: nothing is looked up or kept, and INFO says so, but what was kept is still forgotten
+/// when its hash changes. `RATELIMIT.DEBUG KEEPCONFIGS ALWAYS` holds them in use (for tests),
+/// `AUTO` lets the spread decide again. Calls back on one limiter put them in use again, and
+/// that limiter's hash, changed while they were out of use, is read anew.
 #[test]
 fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     let server = Server::start();
     let mut con = server.conn();
     assert_eq!(configs_in_use(&mut con), "1", "in use from the start");
+    run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
+    assert_eq!(seen_rate(&mut con, "api"), 5);
+    assert_eq!(configs_kept(&mut con), "1");
+
     let mut pipe = redis::pipe();
     for i in 0..6_000 {
         pipe.cmd("RATELIMIT.SETRATE")
@@ -309,30 +314,36 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     }
     let () = pipe.query(&mut con).expect("SETRATE");
     assert_eq!(configs_in_use(&mut con), "0", "a call on each of 6 000");
+    run_line(&mut con, "HSET api rate 9");
+    assert_eq!(configs_kept(&mut con), "0", "forgotten out of use too");
     for _ in 0..3 {
         assert_eq!(available(&mut con, "user:1"), 5);
     }
     assert_eq!(configs_kept(&mut con), "0", "nothing kept out of use");
+
     run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
     assert_eq!(configs_in_use(&mut con), "1", "held in use");
     for i in 0..2_000 {
-        assert_eq!(available(&mut con, &format!("user:{i}")), 5);
+        let name = format!("user:{i}");
+        assert_eq!(available(&mut con, &name), 5);
+        assert_eq!(available(&mut con, &name), 5);
     }
     assert_eq!(configs_in_use(&mut con), "1", "held, whatever the spread");
+    assert_ne!(configs_kept(&mut con), "0", "kept while held");
     run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS AUTO");
     for i in 2_000..6_000 {
         assert_eq!(available(&mut con, &format!("user:{i}")), 5);
     }
     assert_eq!(configs_in_use(&mut con), "0", "the spread decides again");
 
-    // Two whole windows of 1 024 lookups (in use after two that find enough), wherever the
-    // last one started.
+    // Two whole windows of about 1 024 lookups (in use after two that find enough), wherever
+    // the last one started; every call sees the rate set while out of use.
     for _ in 0..3_100 {
-        assert_eq!(available(&mut con, "user:1"), 5);
+        assert_eq!(available(&mut con, "api"), 9);
     }
     assert_eq!(configs_in_use(&mut con), "1", "3 100 calls back on one");
-    run_line(&mut con, "HSET user:1 rate 6");
-    assert_eq!(seen_rate(&mut con, "user:1"), 6);
+    run_line(&mut con, "HSET api rate 10");
+    assert_eq!(seen_rate(&mut con, "api"), 10);
 }
 
 #[test]
