@@ -26,8 +26,8 @@
 //! read that finds its mark keeps the entry. A busy limiter is kept from its second call on.
 //!
 //! In use only while calls come back to the same limiters: a lookup samples which limiter each
-//! slot saw last (see [`spread`]), and while fewer than 15 in 16 samples find their own,
-//! nothing is looked up or kept. Calls spread over thousands of limiters or more (a limiter per
+//! slot saw last (see [`spread`]), and unless nearly all samples find their own (31 in 32 to
+//! go into use, 30 to stay), nothing is looked up or kept. Calls spread over thousands of limiters or more (a limiter per
 //! user) then pay a counter, not the table's memory.
 //!
 //! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an

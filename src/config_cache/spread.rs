@@ -26,17 +26,23 @@ pub const WINDOW: u32 = 256;
 /// and come back after two windows.
 pub const FIRST_WINDOW: u32 = 16;
 
-/// [`IN_USE_AT`] is in sixteenths of a window's samples.
-const PARTS: u32 = 16;
+/// [`IN_USE_AT`] and [`STAYS_IN_USE_AT`] are in 32nds of a window's samples.
+const PARTS: u32 = 32;
 
 /// The share of a window's samples that must find the limiter their slot saw last for the table
-/// to be in use in the next: fifteen in sixteen. With calls at random over n limiters, a share
-/// of about `(1 - e^-x) / x` does, where `x = n / SLOTS`: 0.94 at 500 limiters, 0.89 at 1 000,
-/// 0.79 at 2 000, 0.37 at 10 000. In use there, against `config-cache no` (two servers side by
-/// side), kept configurations cost 0.95x, 1.06x and 1.08x on Valkey 9 at 1 000, 2 000 and
-/// 10 000, 1.03x, 1.08x and 1.09x on Redis 7.0 (whose events cost every write); on one hot
-/// limiter 0.78x.
-pub const IN_USE_AT: u32 = 15;
+/// to go into use: 31 in 32. With calls at random over n limiters, a share of about
+/// `(1 - e^-x) / x` does, where `x = n / SLOTS` (more or less, as their names fall in the
+/// slots): 0.97 at 250 limiters, 0.94 at 500, 0.89 at 1 000, 0.37 at 10 000. In use against
+/// `config-cache no` (two servers side by side): 0.85x on Valkey 9 and 1.01x on Redis 7.0 at
+/// 500 limiters; 1.01x and 1.04x-1.09x at 1 000 (on Redis 7.0 the events it subscribes to cost
+/// every write); 1.08x on both at 10 000; on one hot limiter 0.76x.
+pub const IN_USE_AT: u32 = 31;
+
+/// The share that keeps the table in use once it is: 30 in 32, so a share that sits on the
+/// line to go into use does not have the table go in and out, keeping entries anew each time
+/// (1.07x of none on Redis 7.0 at 1 000 limiters with one line at 15 in 16), while one that
+/// falls to where in use stops paying (1 000 limiters at random) takes it out.
+pub const STAYS_IN_USE_AT: u32 = 30;
 
 /// Whether the lookup numbered `lookup` is sampled: one in [`SAMPLE_ONE_IN`], by where a
 /// multiplicative hash of its number falls.
@@ -46,10 +52,9 @@ fn sampled(lookup: u32) -> bool {
 
 pub struct Spread {
     in_use: bool,
-    /// Whether the last window found enough: the table goes into use after two such windows
-    /// in a row, and out after one short. Calls whose share sits just under the line (at
-    /// random over 1 000 limiters) reach it in about one window in a hundred, and on Redis 7.0
-    /// one window in use subscribes the module for good.
+    /// Whether the last window found [`IN_USE_AT`]: the table goes into use after two such
+    /// windows in a row (one window in use subscribes the module for good on Redis 7.0), and
+    /// out after one under [`STAYS_IN_USE_AT`].
     enough: bool,
     /// Whether the first decision is made.
     decided: bool,
@@ -109,8 +114,13 @@ impl Spread {
         self.samples += 1;
         let window = if self.decided { WINDOW } else { FIRST_WINDOW };
         if self.samples >= window {
-            let enough = self.returns * PARTS >= self.samples * IN_USE_AT;
-            self.in_use = enough && self.enough;
+            let share_at = |parts: u32| self.returns * PARTS >= self.samples * parts;
+            let enough = share_at(IN_USE_AT);
+            self.in_use = if self.in_use {
+                share_at(STAYS_IN_USE_AT)
+            } else {
+                enough && self.enough
+            };
             self.enough = enough;
             self.decided = true;
             self.samples = 0;
@@ -146,7 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn into_use_after_two_windows_that_find_enough_out_after_one_short() {
+    fn into_use_after_two_windows_that_find_enough_out_under_a_lower_line() {
         let few = |i: u32| i % 8;
         let many = |i: u32| 100_000 + i;
         let mut spread = Spread::new();
@@ -166,18 +176,29 @@ mod tests {
         );
 
         // Just under the line, then on it.
+        // Each window's others are new limiters: none of them comes back.
+        let round = std::cell::Cell::new(0);
         let share = |spread: &mut Spread, returns: u32| {
-            feed(
-                spread,
-                WINDOW,
-                |i| if i < returns { 7 } else { 200_000 + i },
-            )
+            round.set(round.get() + 1);
+            let others = 200_000 + round.get() * WINDOW;
+            feed(spread, WINDOW, |i| if i < returns { 7 } else { others + i })
         };
         let line = WINDOW * IN_USE_AT / PARTS;
         share(&mut spread, WINDOW);
         assert!(!share(&mut spread, line - 1));
         assert!(!share(&mut spread, line));
         assert!(share(&mut spread, line), "two windows on the line");
+
+        // Once in use, it stays down to the lower line.
+        let stays = WINDOW * STAYS_IN_USE_AT / PARTS;
+        share(&mut spread, WINDOW);
+        assert!(share(&mut spread, WINDOW), "in use");
+        assert!(
+            share(&mut spread, line - 1),
+            "under the line to go into use: stays"
+        );
+        assert!(share(&mut spread, stays), "on the line to stay");
+        assert!(!share(&mut spread, stays - 1), "under it: out");
 
         assert!(!feed(&mut spread, WINDOW, |i| many(i + 2 * WINDOW)));
         spread.hold(true);
