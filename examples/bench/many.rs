@@ -727,7 +727,13 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
                 .arg("PRECISION")
                 .arg(1)
                 .query(&mut con)?;
-            drive(&mut con, call, &sha, &vec!["burst".to_string(); 4_000], &mut ids)?;
+            drive(
+                &mut con,
+                call,
+                &sha,
+                &vec!["burst".to_string(); 4_000],
+                &mut ids,
+            )?;
             vec!["burst".to_string(); plan.callgrind_calls]
         } else {
             (0..plan.callgrind_calls)
