@@ -27,8 +27,8 @@
 //!
 //! In use only while calls come back to the same limiters: a lookup samples which limiter each
 //! slot saw last (see [`spread`]), and unless nearly all samples find their own (31 in 32 to
-//! go into use, 30 to stay), nothing is looked up or kept. Calls spread over thousands of limiters or more (a limiter per
-//! user) then pay a counter, not the table's memory.
+//! go into use, 30 to stay), nothing is looked up or kept. Calls spread over thousands of
+//! limiters or more (a limiter per user) then pay a counter, not the table's memory.
 //!
 //! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
 //! entry is kept with a [`Check::Pending`]: the store asks the server at the entry's

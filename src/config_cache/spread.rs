@@ -33,9 +33,10 @@ const PARTS: u32 = 32;
 /// to go into use: 31 in 32. With calls at random over n limiters, a share of about
 /// `(1 - e^-x) / x` does, where `x = n / SLOTS` (more or less, as their names fall in the
 /// slots): 0.97 at 250 limiters, 0.94 at 500, 0.89 at 1 000, 0.37 at 10 000. In use against
-/// `config-cache no` (two servers side by side): 0.85x on Valkey 9 and 1.01x on Redis 7.0 at
-/// 500 limiters; 1.01x and 1.04x-1.09x at 1 000 (on Redis 7.0 the events it subscribes to cost
-/// every write); 1.08x on both at 10 000; on one hot limiter 0.76x.
+/// `config-cache no` (two servers side by side, medians of paired rounds): 0.85x-0.88x on
+/// Valkey 9 and 0.98x-1.01x on Redis 7.0 at 500 limiters; 1.01x and 1.04x-1.09x at 1 000 (on
+/// Redis 7.0 the events it subscribes to cost every write); 1.08x on both at 10 000; on one
+/// hot limiter 0.76x.
 pub const IN_USE_AT: u32 = 31;
 
 /// The share that keeps the table in use once it is: 30 in 32, so a share that sits on the
