@@ -6,11 +6,11 @@
 //!   (`ALLOW u RATE 100 60000 KEEPALIVE 3600000`, the call an API middleware makes), so each
 //!   has its three keys and their TTLs, as in production;
 //! - on each server size, rounds alternate the contenders on the same users and the same random
-//!   sequence: the module's TRYACQUIRE (kept configurations on, then off), its ALLOW, and the
+//!   sequence: the module's TRYACQUIRE (the config cache on, then off), its ALLOW, and the
 //!   script (`bench/tryacquire.lua`, Redisson's calls, on each user's own keys); every reply is
 //!   checked to be a grant; first use is ALLOW on users never seen;
 //! - memory per limiter: used_memory grown per user created, and MEMORY USAGE of each key;
-//! - a hot limiter for comparison (kept configurations on and off), and a burst of grants in one
+//! - a hot limiter for comparison (the config cache on and off), and a burst of grants in one
 //!   millisecond (the debug clock frozen, PRECISION 1 merging them) against the script, by
 //!   redis-benchmark's pipelined throughput;
 //! - where a call's cost goes: callgrind on 20 000 users, instructions per call in the command,
@@ -50,9 +50,9 @@ const BATCH: usize = 1_000;
 /// Calls of a phase's command, unmeasured, before it is measured.
 const WARM_UP: usize = 1_000;
 
-/// AVAILABLE calls on users at random before each phase: they fill the kept configurations as a
+/// AVAILABLE calls on users at random before each phase: they fill the config cache as a
 /// steady stream of calls would (four calls a user on 10 000 users, enough for most to have been
-/// kept and, on Valkey 9 and Redis 7.4, checked for field TTLs).
+/// cached and, on Valkey 9 and Redis 7.4, checked for field TTLs).
 const PRIMER: usize = 40_000;
 
 /// Users the callgrind breakdown draws from (fewer than the CPU runs: valgrind is slow, and an
@@ -93,7 +93,7 @@ impl Plan {
 /// One measured kind of call.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Call {
-    /// `RATELIMIT.TRYACQUIRE u`, kept configurations on.
+    /// `RATELIMIT.TRYACQUIRE u`, the config cache on.
     TryAcquire,
     /// The same with `CONFIG SET ratelimit.config-cache no`.
     TryAcquireUncached,
@@ -108,7 +108,7 @@ enum Call {
     Burst,
 }
 
-/// A round: the module's grants on existing users, TRYACQUIRE with kept configurations on and
+/// A round: the module's grants on existing users, TRYACQUIRE with the config cache on and
 /// off in turn first (on first in even rounds, off first in odd ones: the two compared are
 /// measured in the same places equally often), then ALLOW; then the script; then first use,
 /// which adds keys (see [`settle`]). Whatever follows the script runs a little slower (it leaves
@@ -298,7 +298,7 @@ pub struct Size {
 
 impl Size {
     /// The medians the table and the targets read: TRYACQUIRE, ALLOW, the script, first use,
-    /// and TRYACQUIRE without kept configurations.
+    /// and TRYACQUIRE without the config cache.
     fn medians(&self) -> (f64, f64, f64, f64, f64) {
         let get = |call: Call| self.usec.get(call.label()).copied().unwrap_or(f64::NAN);
         (
@@ -310,10 +310,10 @@ impl Size {
         )
     }
 
-    /// What kept configurations cost against none: the median of each round's ratio. The two
+    /// What the config cache costs against none: the median of each round's ratio. The two
     /// run back to back in every round, so the machine's drift from round to round (a fifth
     /// here at times) cancels, where a ratio of the two medians keeps it.
-    fn kept_cost(&self) -> f64 {
+    fn cache_cost(&self) -> f64 {
         let rounds = |call: Call| self.rounds.get(call.label()).cloned().unwrap_or_default();
         let (on, off) = (rounds(Call::TryAcquire), rounds(Call::TryAcquireUncached));
         let ratios: Vec<f64> = on.iter().zip(&off).map(|(on, off)| on / off).collect();
@@ -337,7 +337,7 @@ pub struct Parts {
     pub permits_encoding: String,
 }
 
-/// The hot limiter: TRYACQUIRE on one limiter with kept configurations on and off.
+/// The hot limiter: TRYACQUIRE on one limiter with the config cache on and off.
 #[derive(Serialize, Clone)]
 pub struct Hot {
     pub grant: (f64, f64),
@@ -440,8 +440,8 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
                     (0..n).map(|_| user(draw.next(limiters))).collect()
                 };
                 let warm_up = users(WARM_UP);
-                // Kept configurations as a server that never turned them off would have them
-                // (turning them off forgets them all): AVAILABLE reads a configuration like a
+                // The config cache as a server that never turned it off would have it (turning
+                // it off empties it): AVAILABLE reads a configuration like a
                 // grant does, takes no permit and writes nothing.
                 let primer = users(PRIMER);
                 let names = if call == Call::FirstUse {
@@ -525,7 +525,7 @@ fn limiter_parts(con: &mut Connection, name: &str) -> Res<Parts> {
     })
 }
 
-/// One hot limiter, kept configurations on and off: grants (a rate no run uses up, PRECISION
+/// One hot limiter, the config cache on and off: grants (a rate no run uses up, PRECISION
 /// 60000 so the log stays one merged member a minute) and refusals (one permit a day, used).
 fn hot_limiter(con: &mut Connection, plan: &Plan) -> Res<Hot> {
     let grant = "hot:grant";
@@ -685,7 +685,7 @@ fn benchmark(
 }
 
 /// Instructions per call in the command on [`CALLGRIND_USERS`] users at random: TRYACQUIRE
-/// with kept configurations on and off, ALLOW and the script, each split by the module API
+/// with the config cache on and off, ALLOW and the script, each split by the module API
 /// functions it calls (inclusive; the rest is the module's own code and the dispatcher).
 fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results/callgrind-many");
@@ -717,8 +717,8 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
                 .collect()
         } else if call == Call::Burst {
             // The clock frozen (until the phase ends). The warm calls log the entry the others
-            // merge into, and bring kept configurations back into use (the primer's calls at
-            // random took them out; two windows of 1 024 calls that come back put them in).
+            // merge into, and bring the config cache back into use (the primer's calls at
+            // random took it out; two windows of 1 024 calls that come back put them in).
             set_clock(&mut con, T0)?;
             let _: i64 = redis::cmd("RATELIMIT.SETRATE")
                 .arg("burst")
@@ -742,7 +742,7 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
         };
         config_cache(&mut con, call != Call::TryAcquireUncached)?;
         if call != Call::Burst {
-            // Kept configurations as in the CPU phases: a steady stream of calls, not a table
+            // The config cache as in the CPU phases: a steady stream of calls, not a table
             // just emptied by the toggle.
             let primer: Vec<String> = (0..PRIMER)
                 .map(|_| user(draw.next(CALLGRIND_USERS)))
@@ -850,7 +850,7 @@ impl Report {
                 ratio(l, t),
                 ratio(l, a),
                 ratio(f, a),
-                size.kept_cost(),
+                size.cache_cost(),
             );
         }
         let _ = writeln!(
@@ -940,7 +940,7 @@ impl Report {
                 {
                     let _ = writeln!(
                         s,
-                        "kept configurations: {} the instructions of none",
+                        "config cache: {} the instructions of none",
                         ratio(on, off)
                     );
                 }
@@ -954,7 +954,7 @@ impl Report {
     }
 
     /// The targets: on 200 000 users, TRYACQUIRE and ALLOW at least 3.5x below the script and
-    /// first use at most 2x a grant; kept configurations never more than 1.05x of none, at any
+    /// first use at most 2x a grant; the config cache never more than 1.05x of none, at any
     /// size, and still a saving on the hot limiter; a burst at least 4x the script's throughput.
     fn targets(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -987,18 +987,18 @@ impl Report {
                     f <= 2.0 * a,
                 );
             }
-            let kept = size.kept_cost();
+            let cost = size.cache_cost();
             check(
                 format!(
-                    "{}: kept configurations <= 1.05x of none ({kept:.2}x)",
+                    "{}: config cache <= 1.05x of none ({cost:.2}x)",
                     size.limiters,
                 ),
-                kept <= 1.05,
+                cost <= 1.05,
             );
         }
         let (on, off) = self.hot.refusal;
         check(
-            format!("hot refusal: kept configurations save ({})", ratio(on, off)),
+            format!("hot refusal: the config cache saves ({})", ratio(on, off)),
             on < off,
         );
         if let Some(b) = &self.burst {
