@@ -172,7 +172,7 @@ ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.
 ## BENCH_ARGS=--quick for a short smoke run, BENCH_ARGS=--worst for only the worst-case table
 ## (one call on logs of 10k/100k/1M members), BENCH_ARGS=--many for only a limiter per user
-## (10k/200k/1M users at random), BENCH_ARGS=--gcra for only the GCRA drop-ins. Installs what
+## (500/1k/10k/200k/1M users at random), BENCH_ARGS=--gcra for only the GCRA drop-ins. Installs what
 ## it measures with when missing (redis-benchmark, valgrind for instructions per call; run by
 ## `cargo run --example bench` directly, a section without them says it skipped). REDIS_CELL=/path/to/
 ## libredis_cell.so also measures redis-cell's CL.THROTTLE in the same server (never vendored).
