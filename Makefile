@@ -30,7 +30,7 @@ MODULE_RELEASE := target/release/libratelimit.so
 ##   xz             xz-utils: .ci/fetch-valkey unpacks Debian's .orig.tar.xz (dpkg-dev brings it too)
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
 ##   faketime       faketime (and its libfaketime): holds the clock of the GCRA references
-##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/gcra_reference.rs
+##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/it/gcra_reference.rs
 ## and for `make bench`:
 ##   redis-benchmark  redis-tools: the pipelined throughput and the many-limiters burst
 ##   valgrind, callgrind_control  valgrind: instructions per call
@@ -79,7 +79,7 @@ run: release
 
 ## cargo test does not build a cdylib for the integration tests: build it first. Each test target
 ## prints the server's version line first, so a log says which server the suite ran on.
-## tests/middleware.rs runs the example apps: their packages come first.
+## tests/it/middleware.rs runs the example apps: their packages come first.
 test: deps build deps-examples deps-shared
 	@$(REDIS_SERVER) --version
 	cargo test

@@ -1,0 +1,425 @@
+//! Routine operations never take the server down, with clients blocked in ACQUIRE: write pauses
+//! (CLIENT PAUSE, FAILOVER, SHUTDOWN waiting for a replica), a keep-alive limiter with a queue,
+//! MODULE UNLOAD + LOAD, SWAPDB / MOVE / RENAME, and the keyspace events of the module's writes.
+//!
+//! Pause, failover and shutdown run on the real clock (the timers firing during the pause are
+//! the point); their bounds only fail on a waiter served during the pause, or on a hang.
+
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::waiters::*;
+use crate::common::*;
+
+const NOT_INITIALIZED: &str = "ERR RateLimiter is not initialized";
+
+fn setrate(con: &mut Connection, args: &str) {
+    let reply: i64 = line(con, &format!("RATELIMIT.SETRATE {args}")).expect("SETRATE");
+    assert_eq!(reply, 1, "SETRATE {args}");
+}
+
+fn repl_offset(con: &mut Connection) -> i64 {
+    info_field(con, "replication", "master_repl_offset")
+        .and_then(|v| v.parse().ok())
+        .expect("master_repl_offset")
+}
+
+fn role(con: &mut Connection) -> String {
+    info_field(con, "replication", "role").expect("role")
+}
+
+/// A waiter whose permit frees up in the middle of a write pause is served after it, with AOF
+/// on and a replica attached (where a write during the pause aborts the server).
+fn a_pause_defers_a_due_waiter(kind: &str) {
+    let mut master = Server::start_with(&[], &["--appendonly", "yes"]);
+    let replica = Server::start_replica(&master, false);
+    let mut con = master.conn();
+    setrate(&mut con, "p 1 1000");
+    assert_eq!(try_acquire(&mut con, "p", 1), None);
+    let waiter = park(&master, &mut con, "RATELIMIT.ACQUIRE p");
+    wait_replicas(&mut con, 1);
+    let offset = repl_offset(&mut con);
+    let paused_at = Instant::now();
+    let ok: String = line(&mut con, &format!("CLIENT PAUSE 1500 {kind}")).unwrap();
+    assert_eq!(ok, "OK");
+    if kind == "WRITE" {
+        // Reads still answer: the permit was free after ~1000 ms, yet nothing was written.
+        sleep_ms(1300);
+        assert!(!waiter.is_done(), "the waiter was served during the pause");
+        assert_eq!(
+            repl_offset(&mut con),
+            offset,
+            "something was propagated during the pause"
+        );
+    }
+    let served = served_within(waiter, Duration::from_secs(6));
+    assert_eq!(served.reply, Reply::Acquired, "{}", master.log());
+    assert!(
+        served.returned >= paused_at + Duration::from_millis(1500),
+        "served {:?} after the pause began, before it ended",
+        served.returned - paused_at
+    );
+    assert!(master.is_alive(), "the server died:\n{}", master.log());
+    wait_replicas(&mut con, 1);
+    assert_eq!(snapshot(&mut con), snapshot(&mut replica.conn()));
+    assert_eq!(logged_permits(&mut con, "{p}:permits"), 1);
+}
+
+#[test]
+fn client_pause_write_defers_a_due_waiter_until_the_pause_ends() {
+    a_pause_defers_a_due_waiter("WRITE");
+}
+
+#[test]
+fn client_pause_all_defers_a_due_waiter_until_the_pause_ends() {
+    a_pause_defers_a_due_waiter("ALL");
+}
+
+#[test]
+fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() {
+    let mut master = Server::start_with(&[], &["--appendonly", "yes"]);
+    let mut replica = Server::start_replica(&master, true);
+    let mut con = master.conn();
+    for i in 0..8 {
+        setrate(&mut con, &format!("f{i} 3 40"));
+    }
+    let stop_at = Instant::now() + Duration::from_millis(2500);
+    let clients: Vec<_> = (0..24)
+        .map(|n| {
+            let client = master.client();
+            thread::spawn(move || {
+                let mut granted = 0;
+                let Ok(mut con) = client.get_connection() else {
+                    return granted;
+                };
+                let _ = con.set_read_timeout(Some(Duration::from_secs(5)));
+                let command = format!("RATELIMIT.ACQUIRE f{} TIMEOUT 100", n % 8);
+                while Instant::now() < stop_at {
+                    match line::<Value>(&mut con, &command) {
+                        Ok(Value::Nil) => granted += 1,
+                        Ok(_) => {}
+                        // Blocked clients are unblocked when the master steps down, and writes
+                        // are refused on a replica: reconnect and keep trying until the end.
+                        Err(_) => match client.get_connection() {
+                            Ok(fresh) => con = fresh,
+                            Err(_) => break,
+                        },
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    sleep_ms(700);
+    let ok: String = line(&mut con, "FAILOVER").unwrap();
+    assert_eq!(ok, "OK");
+    let mut promoted = replica.conn();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(role(&mut promoted) == "master" && role(&mut master.conn()) == "slave") {
+        assert!(
+            Instant::now() < deadline,
+            "roles never switched:\n{}",
+            master.log()
+        );
+        sleep_ms(20);
+    }
+    let granted: i32 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    assert!(granted > 0, "the clients acquired nothing");
+    assert!(master.is_alive(), "the old master died:\n{}", master.log());
+    assert!(
+        replica.is_alive(),
+        "the new master died:\n{}",
+        replica.log()
+    );
+    // The new master has every limiter and serves it.
+    for i in 0..8 {
+        let config: Vec<Value> = line(&mut promoted, &format!("RATELIMIT.CONFIG f{i}")).unwrap();
+        assert_eq!(config.len(), 8, "f{i}: {config:?}");
+    }
+    let waiter = spawn(&replica, "RATELIMIT.ACQUIRE f0 TIMEOUT 2000");
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Acquired
+    );
+    // The old master follows the new one and ends up identical.
+    let mut old = master.conn();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while info_field(&mut old, "replication", "master_link_status").as_deref() != Some("up") {
+        assert!(Instant::now() < deadline, "the old master never followed");
+        sleep_ms(20);
+    }
+    wait_replicas(&mut promoted, 1);
+    assert_eq!(snapshot(&mut promoted), snapshot(&mut old));
+}
+
+#[test]
+fn shutdown_with_a_waiter_and_a_stalled_replica_exits_cleanly_and_keeps_every_key() {
+    let mut master = Server::start_with(&["debug-commands", "yes"], &["--shutdown-timeout", "3"]);
+    let replica = Server::start_replica(&master, false);
+    let mut con = master.conn();
+    set_clock(&mut con, T0);
+    for i in 0..20 {
+        setrate(&mut con, &format!("keep{i} 5 60000"));
+        assert_eq!(try_acquire(&mut con, &format!("keep{i}"), 2), None);
+    }
+    setrate(&mut con, "s 1 1000");
+    assert_eq!(try_acquire(&mut con, "s", 1), None);
+    let waiter = park(&master, &mut con, "RATELIMIT.ACQUIRE s");
+    wait_replicas(&mut con, 1);
+    replica.signal("STOP");
+    // A write the stalled replica never acknowledges: SHUTDOWN pauses writes and waits for it.
+    setrate(&mut con, "late 1 1000");
+    let before = snapshot(&mut con);
+    let shutdown = {
+        let mut con = master.conn();
+        thread::spawn(move || {
+            let _ = line::<Value>(&mut con, "SHUTDOWN SAVE");
+        })
+    };
+    // While SHUTDOWN waits, the waiter's permit frees up (the debug clock's ADVANCE is not a
+    // write, so it runs during the pause, and nudges the waiter's timer).
+    sleep_ms(300);
+    let _ = line::<Value>(&mut con, "RATELIMIT.DEBUG ADVANCE 1000");
+    let status = master.wait_exit(Duration::from_secs(15));
+    replica.signal("CONT");
+    let _ = shutdown.join();
+    let status = status.expect("the server did not exit");
+    assert!(status.success(), "{status:?}:\n{}", master.log());
+    assert!(
+        !matches!(waiter.join().reply, Reply::Acquired),
+        "nothing is granted while SHUTDOWN waits"
+    );
+    let saved = std::env::temp_dir().join(format!("ratelimit-shutdown-{}", master.port));
+    let _ = fs::remove_dir_all(&saved);
+    fs::create_dir_all(&saved).unwrap();
+    fs::copy(master.dir.join("dump.rdb"), saved.join("dump.rdb")).expect("no RDB was saved");
+    let restarted = Server::start_with(&[], &["--dir", saved.to_str().unwrap()]);
+    assert_eq!(snapshot(&mut restarted.conn()), before);
+    let _ = fs::remove_dir_all(&saved);
+}
+
+#[test]
+fn queued_waiters_keep_a_keepalive_limiter_alive_until_each_is_served() {
+    let server = Server::start_with(&[], &[]);
+    let mut con = server.conn();
+    setrate(&mut con, "ka 1 300 KEEPALIVE 300");
+    assert_eq!(try_acquire(&mut con, "ka", 1), None);
+    let waiters: Vec<Waiter> = (0..4)
+        .map(|_| {
+            let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE ka");
+            sleep_ms(20);
+            waiter
+        })
+        .collect();
+    for (i, waiter) in waiters.into_iter().enumerate() {
+        let served = served_within(waiter, Duration::from_secs(5));
+        assert_eq!(served.reply, Reply::Acquired, "waiter {i}");
+    }
+    assert!(exists(&mut con, "ka"));
+}
+
+#[test]
+fn module_unload_and_load_is_a_fresh_load() {
+    let module = module_path();
+    let server = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--enable-module-command", "yes"],
+    );
+    let mut con = server.conn();
+    setrate(&mut con, "r 1 100000");
+    assert_eq!(try_acquire(&mut con, "r", 1), None);
+    assert!(try_acquire(&mut con, "r", 1).is_some());
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE r TIMEOUT 50");
+    assert!(matches!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Wait(_)
+    ));
+    for name in ["acquired", "refused", "waits", "timeouts"] {
+        assert!(stat(&mut con, name) > 0, "{name} before the reload");
+    }
+    set_clock(&mut con, T0);
+    let ok: String = line(&mut con, "MODULE UNLOAD ratelimit").unwrap();
+    assert_eq!(ok, "OK");
+    let ok: String = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module.to_str().unwrap())
+        .arg("debug-commands")
+        .arg("yes")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    for name in [
+        "acquired",
+        "refused",
+        "errors",
+        "blocked_clients",
+        "waits",
+        "timeouts",
+    ] {
+        assert_eq!(stat(&mut con, name), 0, "{name} after the reload");
+    }
+    // The debug clock is the server's again: a grant is stamped with the real time.
+    setrate(&mut con, "fresh 1 100000");
+    assert_eq!(try_acquire(&mut con, "fresh", 1), None);
+    let score = log_entries(&mut con, "{fresh}:permits")[0].1;
+    assert!(
+        (score - server_ms(&mut con)).abs() < 60_000,
+        "stamped {score}"
+    );
+    // Writes by other clients wake waiters again (the keyspace subscription is made anew).
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE fresh");
+    let _: i64 = line(&mut con, "DEL {fresh}:permits").unwrap();
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Acquired
+    );
+}
+
+#[test]
+fn swapdb_move_and_rename_wake_the_waiters_of_the_limiter_they_change() {
+    // With the debug clock frozen no timer is set for later: only a nudge serves these waiters.
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    for name in ["a", "b", "c"] {
+        setrate(&mut con, &format!("{name} 1 1000"));
+        assert_eq!(try_acquire(&mut con, name, 1), None);
+    }
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE a");
+    let ok: String = line(&mut con, "SWAPDB 0 1").unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Error(NOT_INITIALIZED.into()),
+        "SWAPDB took the limiter away"
+    );
+    let ok: String = line(&mut con, "SWAPDB 0 1").unwrap();
+    assert_eq!(ok, "OK");
+
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE b");
+    let moved: i64 = line(&mut con, "MOVE b 2").unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Error(NOT_INITIALIZED.into()),
+        "MOVE took the hash away"
+    );
+
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE c");
+    let ok: String = line(&mut con, "RENAME {c}:permits elsewhere").unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Acquired,
+        "RENAME left nothing logged"
+    );
+}
+
+/// The client's selected database, from CLIENT INFO.
+fn client_db(con: &mut Connection) -> String {
+    let info: String = line(con, "CLIENT INFO").unwrap();
+    info.split_whitespace()
+        .find_map(|field| field.strip_prefix("db="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Valkey 8.1 runs a module's keyspace-event callback on the client running the command and
+/// selects the event's database on it without selecting the client's back (fixed upstream in
+/// valkey-io/valkey#4024): with a module subscribed to events of keys as a whole, MOVE and
+/// COPY ... DB left their client in the other database. The module watches keys leaving
+/// through the KEY server event instead, which runs on a client of its own.
+#[test]
+fn move_and_copy_to_another_database_leave_the_client_in_its_own() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    // Everything the module subscribes to: a kept configuration and a client that blocked.
+    setrate(&mut con, "api 1 1000");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(try_acquire(&mut con, "api", 1), Some(1000));
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api TIMEOUT 50");
+    assert!(matches!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Wait(_)
+    ));
+    for (command, moved) in [
+        ("SET x 1", None),
+        ("MOVE x 2", Some(1)),
+        ("SET y 1", None),
+        ("COPY y y DB 3", Some(1)),
+    ] {
+        match moved {
+            Some(n) => assert_eq!(line::<i64>(&mut con, command).unwrap(), n, "{command}"),
+            None => line::<Value>(&mut con, command).map(drop).unwrap(),
+        }
+        assert_eq!(client_db(&mut con), "0", "after {command}");
+    }
+}
+
+#[test]
+fn every_write_fires_the_keyspace_event_of_the_equivalent_command() {
+    let master = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--notify-keyspace-events", "KEA"],
+    );
+    let replica = Server::start_replica(&master, false);
+    let _: String = line(&mut replica.conn(), "CONFIG SET notify-keyspace-events KEA").unwrap();
+    let mut master_sub = master.conn();
+    let mut replica_sub = replica.conn();
+    let mut on_master = master_sub.as_pubsub();
+    on_master.psubscribe("__keyevent@0__:*").unwrap();
+    let mut on_replica = replica_sub.as_pubsub();
+    on_replica.psubscribe("__keyevent@0__:*").unwrap();
+
+    let mut con = master.conn();
+    set_clock(&mut con, T0);
+    for command in [
+        "RATELIMIT.SETRATE ev 5 1000 KEEPALIVE 60000",
+        "RATELIMIT.TRYACQUIRE ev 2",
+        "RATELIMIT.DEBUG ADVANCE 500",
+        "RATELIMIT.TRYACQUIRE ev 1",
+        "RATELIMIT.DEBUG ADVANCE 600",
+        // The entry of T0 (2 permits) expires; a grant of 3 cannot take it over, so it is
+        // pruned by score.
+        "RATELIMIT.TRYACQUIRE ev 3",
+        // The newest entry (3 permits) is split: ZREM + ZADD.
+        "RATELIMIT.RELEASE ev 1",
+        // The newest entry goes whole: a rank range.
+        "RATELIMIT.RELEASE ev 2",
+        "RATELIMIT.DEBUG ADVANCE 5000",
+        // Every entry has expired: the log is unlinked, then a new one is made.
+        "RATELIMIT.TRYACQUIRE ev 1",
+        // Everything logged is released: the log is unlinked.
+        "RATELIMIT.RELEASE ev 5",
+        "RATELIMIT.TRYACQUIRE ev 3",
+        "RATELIMIT.SETRATE ev 2 1000 KEEPSTATE",
+        "RATELIMIT.PERSIST ev",
+        "RATELIMIT.EXPIRE ev 100000",
+        "RATELIMIT.SETRATE ev 2 1000",
+        "RATELIMIT.TRYACQUIRE ev 1",
+        "RATELIMIT.DELETE ev",
+        "SET sentinel 1",
+    ] {
+        line::<Value>(&mut con, command).unwrap_or_else(|e| panic!("{command}: {e}"));
+    }
+    let master_events = keyevents_until_sentinel(on_master);
+    let replica_events = keyevents_until_sentinel(on_replica);
+    assert_eq!(master_events, replica_events);
+    let kinds: std::collections::BTreeSet<&str> =
+        master_events.iter().map(|(e, _)| e.as_str()).collect();
+    for expected in [
+        "hset",
+        "expire",
+        "zadd",
+        "set",
+        "zremrangebyscore",
+        "zrem",
+        "zremrangebyrank",
+        "del",
+        "persist",
+    ] {
+        assert!(kinds.contains(expected), "no {expected} in {kinds:?}");
+    }
+}
