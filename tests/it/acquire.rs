@@ -607,6 +607,39 @@ fn plain_writes_to_the_limiter_keys_serve_the_waiter_at_once() {
     assert_eq!(stat(&mut con, "waits"), 5);
 }
 
+/// A value key that *appears* (RENAME, COPY, MOVE or RESTORE onto a missing key) can free
+/// permits: a missing value is derived from the log. Only a generic `rename_to` / `copy_to` /
+/// `move_to` / `restore` event says so, which the waiters hear on Redis 7.0 only (elsewhere the
+/// module does not subscribe to that class: Valkey 8.1 leaves the client of MOVE or COPY ... DB in
+/// the wrong database when a module does). docs/commands/acquire.md says so; the waiter is
+/// served at its next check, here the clock's next move.
+#[test]
+fn a_value_key_renamed_into_place_frees_the_waiter_by_its_next_check() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    let set: i64 = line(&mut con, "RATELIMIT.SETRATE x 2 1000").unwrap();
+    assert_eq!(set, 1);
+    assert_eq!(try_acquire(&mut con, "x", 2), None);
+    // A missing value is derived from the log: nothing is available.
+    let deleted: i64 = line(&mut con, "DEL {x}:value").unwrap();
+    assert_eq!(deleted, 1);
+    assert_eq!(available(&mut con, "x"), 0);
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE x 1");
+    assert!(!exists(&mut con, "{x}:value"), "a refusal writes no value");
+    let ok: String = line(&mut con, "SET staged 1").unwrap();
+    assert_eq!(ok, "OK");
+    let ok: String = line(&mut con, "RENAME staged {x}:value").unwrap();
+    assert_eq!(ok, "OK");
+    // 1 ms later, far from when the log frees anything: only the value freed a permit.
+    advance(&mut con, 1);
+    assert_eq!(
+        served_within(waiter, Duration::from_secs(5)).reply,
+        Reply::Acquired,
+        "the value written by RENAME frees a permit"
+    );
+}
+
 #[test]
 fn per_client_queues_are_independent() {
     let server = Server::start();

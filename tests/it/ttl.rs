@@ -3,6 +3,8 @@
 //! Key TTLs run on the server's real clock, so relative TTLs are checked as ranges and copied
 //! expiries as exact PEXPIRETIME equality.
 
+use std::time::Duration;
+
 use crate::common::*;
 
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
@@ -156,4 +158,65 @@ fn without_keepalive_the_hash_expiry_is_copied_to_the_clients_keys() {
         assert_eq!(expire_time(&mut con, key), at, "{key} after a refusal");
     }
     assert_eq!(expire_time(&mut con, "{api}:value"), -2, "no OVERALL keys");
+}
+
+/// Found by the random commands (random_commands.rs, planted `keepAliveTime 9223372036854775807`): a keep-alive read from
+/// a hash someone else wrote is handed to Redis unchecked, `now + ms` overflows in the server,
+/// and the limiter's keys get an expiry in the past (PEXPIRETIME 0): the limiter vanishes
+/// right after a granted acquisition. Such a field must be refused as corrupt (nothing written)
+/// or clamped to an expiry in the future.
+#[test]
+fn a_keepalive_beyond_the_clock_in_a_foreign_hash_does_not_destroy_the_limiter() {
+    let mut server = Server::start();
+    let mut con = server.conn();
+    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    set_clock(&mut con, T0);
+    for (name, keep_alive) in [
+        // The expiry fits: now + ms is below i64::MAX.
+        ("ka0", "9223370000000000000"),
+        // It does not.
+        ("ka1", "9223372036854775807"),
+        ("ka2", "9223372036854000000"),
+    ] {
+        let _: i64 = line(
+            &mut con,
+            &format!("HSET {name} rate 5 interval 1000 type 0 keepAliveTime {keep_alive}"),
+        )
+        .unwrap();
+        for command in [
+            format!("RATELIMIT.TRYACQUIRE {name} 2"),
+            format!("RATELIMIT.RELEASE {name} 1"),
+            format!("RATELIMIT.ACQUIRE {name} 1 TIMEOUT 10"),
+        ] {
+            let before = snapshot(&mut con);
+            match line::<Value>(&mut con, &command) {
+                Err(e) => {
+                    let err = error_line(&e);
+                    assert!(
+                        err.starts_with(&format!("ERR corrupt rate limiter key '{name}'")),
+                        "`{command}`: {err}"
+                    );
+                    assert_eq!(snapshot(&mut con), before, "`{command}` failed but wrote");
+                }
+                Ok(reply) => {
+                    let (secs, _): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+                    let value = format!("{{{name}}}:value");
+                    let permits = format!("{{{name}}}:permits");
+                    for key in [name, value.as_str(), permits.as_str()] {
+                        let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(&mut con).unwrap();
+                        assert!(
+                            at == -1 || at > secs * 1000,
+                            "keepAliveTime {keep_alive}: `{command}` replied {reply:?} and \
+                             left {key} with PEXPIRETIME {at} (now {}000)",
+                            secs
+                        );
+                    }
+                    let exists: i64 =
+                        line(&mut con, &format!("EXISTS {name} {value} {permits}")).unwrap();
+                    assert_eq!(exists, 3, "`{command}` replied {reply:?}; keys gone");
+                }
+            }
+        }
+    }
+    assert!(server.is_alive());
 }
