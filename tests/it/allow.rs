@@ -2,8 +2,6 @@
 //! with RATE (on ALLOW, TRYACQUIRE and ACQUIRE), and RATELIMIT.ALLOWALL's all or nothing over
 //! several limiters. Exact values on the debug clock.
 
-use std::time::Duration;
-
 use crate::common::waiters::*;
 use crate::common::*;
 
@@ -135,10 +133,7 @@ fn remaining_counts_what_queued_waiters_are_owed() {
     );
     assert_eq!(available(&mut con, "api"), 0);
     advance(&mut con, 1000);
-    assert_eq!(
-        served_within(waiter, Duration::from_secs(5)).reply,
-        Reply::Acquired
-    );
+    assert_eq!(served(waiter).reply, Reply::Acquired);
     assert_eq!(fields(&mut con, "RATELIMIT.ALLOW api"), [1, 5, 1, 0, 1000]);
 }
 

@@ -131,7 +131,7 @@ fn million_member_logs_are_served_without_walking_them() {
     // failed by the corrupt member.
     let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE big 1000 TIMEOUT 300");
     advance(&mut con, 1);
-    let served = served_within(waiter, Duration::from_secs(10));
+    let served = served(waiter);
     assert!(matches!(served.reply, Reply::Wait(_)), "{:?}", served.reply);
 
     // KEEPSTATE reads what is logged off the value: the debt of a halved rate.

@@ -20,6 +20,11 @@ pub use server::{server_binary, Server};
 /// A unix-ms instant the tests freeze the clock at: 2026-01-01T00:00:00Z.
 pub const T0: i64 = 1_767_225_600_000;
 
+/// How long a test waits for something it is sure will happen (a reply, a replica's link, a
+/// count in INFO) before calling it a hang. Only a hang: no test asserts how long anything
+/// took, so a slow or busy machine passes the same tests as an idle one.
+pub const HANG: Duration = Duration::from_secs(60);
+
 impl Server {
     /// A server with the module and its debug commands.
     pub fn start() -> Server {
@@ -69,7 +74,7 @@ impl Server {
             Server::start_plain(&args)
         };
         let mut con = replica.conn();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + HANG;
         loop {
             let info: String = redis::cmd("INFO")
                 .arg("replication")
@@ -104,7 +109,7 @@ impl Server {
 /// `$REDIS_SERVER` with `args`, its directory under cargo's temporary directory for tests.
 fn launch(args: &[String]) -> Server {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    Server::spawn(&[server_binary()], args, root, Duration::from_secs(10))
+    Server::spawn(&[server_binary()], args, root, HANG)
         .unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"))
 }
 
@@ -159,7 +164,7 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
 pub fn wait_replicas(con: &mut Connection, replicas: usize) {
     let acked: usize = redis::cmd("WAIT")
         .arg(replicas)
-        .arg(10_000)
+        .arg(HANG.as_millis() as u64)
         .query(con)
         .expect("WAIT");
     assert!(
@@ -381,9 +386,7 @@ pub fn command_calls(con: &mut Connection, command: &str) -> i64 {
 /// Collects `__keyevent@0__` notifications (event, key) until the sentinel key is set.
 pub fn keyevents_until_sentinel(mut pubsub: redis::PubSub<'_>) -> Vec<(String, Vec<u8>)> {
     let mut events = Vec::new();
-    pubsub
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    pubsub.set_read_timeout(Some(HANG)).unwrap();
     loop {
         let message = pubsub.get_message().expect("a keyspace event");
         let event = message

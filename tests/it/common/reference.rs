@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use super::server::Server;
 
@@ -61,7 +60,7 @@ impl Reference {
             "--enable-debug-command".to_string(),
             "local".to_string(),
         ];
-        let server = Server::spawn(&command, &args, root, Duration::from_secs(10))
+        let server = Server::spawn(&command, &args, root, super::HANG)
             .unwrap_or_else(|log| panic!("the reference server did not start:\n{log}"));
         // Keys expire only when a command reads them, at the frozen instant: the server's cron
         // deleted a key a millisecond before its expiry now and then, between the GET and the
