@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,34 +34,75 @@ fn role(con: &mut Connection) -> String {
 
 /// A waiter whose permit frees up in the middle of a write pause is served after it, with AOF
 /// on and a replica attached (where a write during the pause aborts the server).
+///
+/// The waiter is parked on the frozen clock; the transaction that starts the pause also hands
+/// the clock back to the real one, long past the permit's expiry: the waiter is due from the
+/// pause's first moment. Its grant's log score, on the server's clock, must come after the
+/// pause's end (the TIME read in the same transaction, plus the pause). A WRITE pause leaves
+/// reads and CLIENT UNPAUSE open: the test checks during the pause that nothing moved, and ends
+/// the pause itself; an ALL pause holds every client, so it runs out by itself.
 fn a_pause_defers_a_due_waiter(kind: &str) {
-    let mut master = Server::start_with(&[], &["--appendonly", "yes"]);
+    let mut master = Server::start_with(&["debug-commands", "yes"], &["--appendonly", "yes"]);
     let replica = Server::start_replica(&master, false);
     let mut con = master.conn();
+    set_clock(&mut con, T0);
     setrate(&mut con, "p 1 1000");
     assert_eq!(try_acquire(&mut con, "p", 1), None);
     let waiter = park(&master, &mut con, "RATELIMIT.ACQUIRE p");
     wait_replicas(&mut con, 1);
     let offset = repl_offset(&mut con);
-    let paused_at = Instant::now();
-    let ok: String = line(&mut con, &format!("CLIENT PAUSE 1500 {kind}")).unwrap();
+    // WRITE: far longer than any machine needs for the checks below; ended by CLIENT UNPAUSE.
+    let pause_ms: i64 = if kind == "WRITE" { 600_000 } else { 1500 };
+    let ((secs, micros), ok, _): ((i64, i64), String, String) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(pause_ms)
+        .arg(kind)
+        .cmd("RATELIMIT.DEBUG")
+        .arg("REALCLOCK")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(ok, "OK");
+    let paused_at = secs * 1000 + micros / 1000;
+    let mut pause_end = paused_at + pause_ms;
     if kind == "WRITE" {
-        // Reads still answer: the permit was free after ~1000 ms, yet nothing was written.
-        sleep_ms(1300);
+        // Reads still answer: the permit is free, yet nothing is written or propagated. (A
+        // while for the module's retry timer to run, and to misbehave if it would.)
+        sleep_ms(300);
         assert!(!waiter.is_done(), "the waiter was served during the pause");
+        assert_eq!(blocked(&mut con), (1, 1));
         assert_eq!(
             repl_offset(&mut con),
             offset,
             "something was propagated during the pause"
         );
+        let ((secs, micros), ok): ((i64, i64), String) = redis::pipe()
+            .atomic()
+            .cmd("TIME")
+            .cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(ok, "OK");
+        pause_end = secs * 1000 + micros / 1000;
     }
     let served = served(waiter);
     assert_eq!(served.reply, Reply::Acquired, "{}", master.log());
+    let granted_at = log_entries(&mut con, "{p}:permits")
+        .iter()
+        .map(|(_, score)| *score)
+        .max()
+        .expect("the grant in the log");
+    // The server computes the pause's end from its time at the start of the transaction, a
+    // moment before the TIME above: a few ms of slack, far less than a grant during the pause
+    // would show (the waiter is due from its first moment).
     assert!(
-        served.returned >= paused_at + Duration::from_millis(1500),
-        "served {:?} after the pause began, before it ended",
-        served.returned - paused_at
+        granted_at >= pause_end - 50,
+        "granted {} ms after the pause began, {} ms before it ended",
+        granted_at - paused_at,
+        pause_end - granted_at
     );
     assert!(master.is_alive(), "the server died:\n{}", master.log());
     wait_replicas(&mut con, 1);
@@ -85,20 +128,27 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
     for i in 0..8 {
         setrate(&mut con, &format!("f{i} 3 40"));
     }
-    let stop_at = Instant::now() + Duration::from_millis(2500);
+    // The clients loop until told to stop; the failover starts once they have been granted some
+    // permits (counted, not timed), and they stop once it is over.
+    let stop = Arc::new(AtomicBool::new(false));
+    let grants = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..24)
         .map(|n| {
             let client = master.client();
+            let (stop, grants) = (Arc::clone(&stop), Arc::clone(&grants));
             thread::spawn(move || {
                 let mut granted = 0;
                 let Ok(mut con) = client.get_connection() else {
                     return granted;
                 };
-                let _ = con.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = con.set_read_timeout(Some(HANG));
                 let command = format!("RATELIMIT.ACQUIRE f{} TIMEOUT 100", n % 8);
-                while Instant::now() < stop_at {
+                while !stop.load(Ordering::Relaxed) {
                     match line::<Value>(&mut con, &command) {
-                        Ok(Value::Nil) => granted += 1,
+                        Ok(Value::Nil) => {
+                            granted += 1;
+                            grants.fetch_add(1, Ordering::Relaxed);
+                        }
                         Ok(_) => {}
                         // Blocked clients are unblocked when the master steps down, and writes
                         // are refused on a replica: reconnect and keep trying until the end.
@@ -112,11 +162,15 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
             })
         })
         .collect();
-    sleep_ms(700);
+    let deadline = Instant::now() + HANG;
+    while grants.load(Ordering::Relaxed) < 100 {
+        assert!(Instant::now() < deadline, "the clients acquired nothing");
+        sleep_ms(5);
+    }
     let ok: String = line(&mut con, "FAILOVER").unwrap();
     assert_eq!(ok, "OK");
     let mut promoted = replica.conn();
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + HANG;
     while !(role(&mut promoted) == "master" && role(&mut master.conn()) == "slave") {
         assert!(
             Instant::now() < deadline,
@@ -125,6 +179,7 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
         );
         sleep_ms(20);
     }
+    stop.store(true, Ordering::Relaxed);
     let granted: i32 = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert!(granted > 0, "the clients acquired nothing");
     assert!(master.is_alive(), "the old master died:\n{}", master.log());
@@ -138,11 +193,11 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
         let config: Vec<Value> = line(&mut promoted, &format!("RATELIMIT.CONFIG f{i}")).unwrap();
         assert_eq!(config.len(), 8, "f{i}: {config:?}");
     }
-    let waiter = spawn(&replica, "RATELIMIT.ACQUIRE f0 TIMEOUT 2000");
+    let waiter = spawn(&replica, "RATELIMIT.ACQUIRE f0 TIMEOUT 0");
     assert_eq!(served(waiter).reply, Reply::Acquired);
     // The old master follows the new one and ends up identical.
     let mut old = master.conn();
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + HANG;
     while info_field(&mut old, "replication", "master_link_status").as_deref() != Some("up") {
         assert!(Instant::now() < deadline, "the old master never followed");
         sleep_ms(20);
@@ -153,7 +208,7 @@ fn failover_with_clients_looping_acquire_keeps_both_servers_and_every_limiter() 
 
 #[test]
 fn shutdown_with_a_waiter_and_a_stalled_replica_exits_cleanly_and_keeps_every_key() {
-    let mut master = Server::start_with(&["debug-commands", "yes"], &["--shutdown-timeout", "3"]);
+    let mut master = Server::start_with(&["debug-commands", "yes"], &["--shutdown-timeout", "10"]);
     let replica = Server::start_replica(&master, false);
     let mut con = master.conn();
     set_clock(&mut con, T0);
@@ -175,11 +230,23 @@ fn shutdown_with_a_waiter_and_a_stalled_replica_exits_cleanly_and_keeps_every_ke
             let _ = line::<Value>(&mut con, "SHUTDOWN SAVE");
         })
     };
-    // While SHUTDOWN waits, the waiter's permit frees up (the debug clock's ADVANCE is not a
-    // write, so it runs during the pause, and nudges the waiter's timer).
-    sleep_ms(300);
-    let _ = line::<Value>(&mut con, "RATELIMIT.DEBUG ADVANCE 1000");
-    let status = master.wait_exit(Duration::from_secs(15));
+    // While SHUTDOWN waits (its client counts as blocked), the waiter's permit frees up (the
+    // debug clock's ADVANCE is not a write, so it runs during the pause, and nudges the
+    // waiter's timer).
+    let deadline = Instant::now() + HANG;
+    while field(&info(&mut con, "clients"), "blocked_clients") < 2.0 {
+        assert!(
+            Instant::now() < deadline,
+            "SHUTDOWN never waited for the replica"
+        );
+        sleep_ms(2);
+    }
+    let advanced = line::<i64>(&mut con, "RATELIMIT.DEBUG ADVANCE 1000");
+    assert!(
+        advanced.is_ok(),
+        "ADVANCE did not run while SHUTDOWN waited: {advanced:?}"
+    );
+    let status = master.wait_exit(HANG);
     replica.signal("CONT");
     let _ = shutdown.join();
     let status = status.expect("the server did not exit");
@@ -197,24 +264,39 @@ fn shutdown_with_a_waiter_and_a_stalled_replica_exits_cleanly_and_keeps_every_ke
     let _ = fs::remove_dir_all(&saved);
 }
 
+/// Key TTLs run on the server's real clock, so this one does too: four waiters queue on a limiter
+/// whose keys would expire one interval after its last write. All four must be queued before the
+/// first permit frees: an attempt where a slow setup let one through shows nothing and runs
+/// again with a longer interval.
 #[test]
 fn queued_waiters_keep_a_keepalive_limiter_alive_until_each_is_served() {
+    for interval in [300, 3_000, 30_000] {
+        if four_queued_waiters_are_served(interval) {
+            return;
+        }
+        eprintln!("interval {interval} ms: a waiter was served before all four queued; again");
+    }
+    panic!("four waiters never queued together, even on a 30 s interval");
+}
+
+fn four_queued_waiters_are_served(interval: u64) -> bool {
     let server = Server::start_with(&[], &[]);
     let mut con = server.conn();
-    setrate(&mut con, "ka 1 300 KEEPALIVE 300");
+    setrate(&mut con, &format!("ka 1 {interval} KEEPALIVE {interval}"));
     assert_eq!(try_acquire(&mut con, "ka", 1), None);
-    let waiters: Vec<Waiter> = (0..4)
-        .map(|_| {
-            let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE ka");
-            sleep_ms(20);
-            waiter
-        })
-        .collect();
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        match try_park(&server, &mut con, "RATELIMIT.ACQUIRE ka") {
+            Some(waiter) => waiters.push(waiter),
+            None => return false,
+        }
+    }
     for (i, waiter) in waiters.into_iter().enumerate() {
         let served = served(waiter);
         assert_eq!(served.reply, Reply::Acquired, "waiter {i}");
     }
     assert!(exists(&mut con, "ka"));
+    true
 }
 
 #[test]
@@ -418,8 +500,9 @@ fn every_write_fires_the_keyspace_event_of_the_equivalent_command() {
 /// One randomized run of operations against a master (AOF on) and a replica, both with the
 /// module, while clients loop blocking ACQUIREs on short-interval limiters: write pauses,
 /// SWAPDB, MODULE UNLOAD + LOAD and FAILOVER among acquisitions, releases and rate changes.
-/// Both servers must survive, log no crash, and end up identical.
-fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static str, usize> {
+/// Both servers must survive, log no crash, and end up identical. `count` operations, however
+/// long they take.
+fn operations_with_waiters(seed: u64, count: usize) -> BTreeMap<&'static str, usize> {
     use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
     use std::sync::Arc;
 
@@ -493,9 +576,8 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
         })
         .collect();
 
-    let started = Instant::now();
     let mut operations: BTreeMap<&str, usize> = BTreeMap::new();
-    while started.elapsed() < run_for {
+    for _ in 0..count {
         let k = rng.below(3);
         let (name, text) = match rng.below(100) {
             0..=34 => (
@@ -535,7 +617,7 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
                 hold.store(true, Ordering::Relaxed);
                 // Every waiter has hung up (so none is blocked, and none keeps a connection
                 // whose last command was the module's: see above).
-                let deadline = Instant::now() + Duration::from_secs(10);
+                let deadline = Instant::now() + HANG;
                 while parked.load(Ordering::SeqCst) < WAITER_THREADS && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(2));
                 }
@@ -561,7 +643,7 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
             }
             "failover" => {
                 let _ = line::<Value>(&mut con, &text);
-                let deadline = Instant::now() + Duration::from_secs(20);
+                let deadline = Instant::now() + HANG;
                 let switched = loop {
                     let promoted = info_field(&mut replica.conn(), "replication", "role");
                     if promoted.as_deref() == Some("master") {
@@ -576,7 +658,7 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
                     std::mem::swap(&mut master, &mut replica);
                     target.store(master.port, Ordering::Relaxed);
                     con = master.conn();
-                    let deadline = Instant::now() + Duration::from_secs(20);
+                    let deadline = Instant::now() + HANG;
                     while info_field(&mut replica.conn(), "replication", "master_link_status")
                         .as_deref()
                         != Some("up")
@@ -600,8 +682,9 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
     }
     stop.store(true, Ordering::Relaxed);
     let replies: u64 = waiters.into_iter().map(|w| w.join().unwrap()).sum();
-    // Let the last pause run out, then compare both databases on both servers.
-    std::thread::sleep(Duration::from_millis(300));
+    // End the last pause (CLIENT UNPAUSE is held by an ALL pause until it runs out), then
+    // compare both databases on both servers.
+    let _: String = line(&mut con, "CLIENT UNPAUSE").expect("CLIENT UNPAUSE");
     wait_replicas(&mut con, 1);
     let mut rcon = replica.conn();
     for db in [0, 1] {
@@ -637,7 +720,7 @@ fn operations_with_waiters(seed: u64, run_for: Duration) -> BTreeMap<&'static st
 fn random_operations_with_waiters_never_take_the_server_down() {
     let mut reloaded = 0;
     for seed in [0x6f70_7301, 0x6f70_7302, 0x6f70_7303] {
-        let operations = operations_with_waiters(seed, Duration::from_secs(5));
+        let operations = operations_with_waiters(seed, 150);
         reloaded += operations.get("reloaded").copied().unwrap_or(0);
     }
     // MODULE UNLOAD is refused while clients are blocked; some must have gone through.

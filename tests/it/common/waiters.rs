@@ -110,6 +110,27 @@ pub fn blocked(con: &mut Connection) -> (i64, i64) {
     (clients, stat(con, "blocked_clients"))
 }
 
+/// As [`park`], for a command that a slow setup may let through without blocking (its permit
+/// freed on the real clock meanwhile): None if it was served instead of blocking.
+pub fn try_park(server: &Server, con: &mut Connection, command: &str) -> Option<Waiter> {
+    let before = blocked(con).1;
+    let waiter = spawn(server, command);
+    let deadline = Instant::now() + HANG;
+    loop {
+        if blocked(con) == (before + 1, before + 1) {
+            return Some(waiter);
+        }
+        if waiter.is_done() {
+            return None;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`{command}` neither blocked nor returned"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Waits until both blocked-client counts are `n` (a hang after [`HANG`]).
 pub fn wait_blocked(con: &mut Connection, n: i64) {
     let deadline = Instant::now() + HANG;
