@@ -205,26 +205,69 @@ fn limiter_on_a_server_with_field_ttls() -> Option<(Server, Connection, FieldTtl
     Some((server, con, ttls))
 }
 
-/// Gives `api`'s rate field a TTL of a second: the TTL and when it was set.
-fn expire_rate_field(con: &mut Connection) -> (Duration, Instant) {
-    let ttl = Duration::from_millis(1000);
-    let set = Instant::now();
-    run_line(
-        con,
-        &format!("HPEXPIRE api {} FIELDS 1 rate", ttl.as_millis()),
-    );
-    (ttl, set)
+/// Gives `api`'s rate field a TTL of `ttl_ms`: the instant, on the server's clock, it expires.
+fn expire_rate_field(con: &mut Connection, ttl_ms: i64) -> i64 {
+    run_line(con, &format!("HPEXPIRE api {ttl_ms} FIELDS 1 rate"));
+    let at: Vec<i64> = redis::cmd("HPEXPIRETIME")
+        .arg("api")
+        .arg("FIELDS")
+        .arg(1)
+        .arg("rate")
+        .query(con)
+        .expect("HPEXPIRETIME");
+    at[0]
 }
+
+/// AVAILABLE of `api`, read in one transaction with the server's TIME: None if the server's
+/// clock had reached `expires_at` (the read shows nothing about a field not yet expired).
+fn available_before(con: &mut Connection, expires_at: i64) -> Option<i64> {
+    let ((secs, micros), available): ((i64, i64), i64) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("RATELIMIT.AVAILABLE")
+        .arg("api")
+        .query(con)
+        .expect("TIME and AVAILABLE");
+    (secs * 1000 + micros / 1000 < expires_at).then_some(available)
+}
+
+/// Waits until the server's clock has passed `at` (a hang after HANG).
+fn wait_for_server_time(con: &mut Connection, at: i64) {
+    let deadline = Instant::now()
+        + HANG
+        + Duration::from_millis(u64::try_from(at - server_ms(con)).unwrap_or(0));
+    while server_ms(con) <= at {
+        assert!(
+            Instant::now() < deadline,
+            "the server's clock never passed {at}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Field TTLs run on the server's real clock: each test reads before the field expires and
+/// after. The reads before must all have been answered before the expiry (checked on the
+/// server's clock); on a machine too slow for that, the attempt shows nothing and runs again
+/// with a longer TTL.
+const FIELD_TTLS_MS: [i64; 3] = [1000, 10_000, 60_000];
 
 /// A field is seen gone as soon as its TTL passes, even while the server has not deleted it
 /// yet (active expiry off), also when the module had kept the configuration, and checked it,
 /// before the field got its TTL.
 #[test]
 fn a_hash_field_that_expires_is_seen_gone() {
-    let Some((_server, mut con, ttls)) = limiter_on_a_server_with_field_ttls() else {
-        eprintln!("no HPEXPIRE on this server: nothing to check");
-        return;
-    };
+    for ttl in FIELD_TTLS_MS {
+        match a_field_expiring_after(ttl) {
+            None => return eprintln!("no HPEXPIRE on this server: nothing to check"),
+            Some(true) => return,
+            Some(false) => eprintln!("the reads outlasted a {ttl} ms TTL: again, longer"),
+        }
+    }
+    panic!("the reads outlasted every TTL tried: {FIELD_TTLS_MS:?} ms");
+}
+
+fn a_field_expiring_after(ttl: i64) -> Option<bool> {
+    let (_server, mut con, ttls) = limiter_on_a_server_with_field_ttls()?;
     for _ in 0..3 {
         assert_eq!(seen_rate(&mut con, "api"), 5);
     }
@@ -234,22 +277,23 @@ fn a_hash_field_that_expires_is_seen_gone() {
         ttls == FieldTtls::Hidden,
         "kept and checked where the server hides field TTLs ({ttls:?}), never elsewhere"
     );
-    let (ttl, set) = expire_rate_field(&mut con);
-    for _ in 0..2 {
-        assert_eq!(seen_rate(&mut con, "api"), 5);
+    let expires_at = expire_rate_field(&mut con, ttl);
+    for _ in 0..4 {
+        match available_before(&mut con, expires_at) {
+            Some(available) => assert_eq!(available, 5),
+            None => return Some(false),
+        }
     }
-    assert!(
-        set.elapsed() < ttl,
-        "the reads took longer than the field's TTL: nothing was checked"
-    );
+    assert_eq!(configs_in_use(&mut con), "1", "kept configurations in use");
     if ttls == FieldTtls::Hidden {
         assert!(
             checks(&mut con) > checked,
             "the TTL forgot that the limiter was checked: it is asked again"
         );
     }
-    thread::sleep(ttl.saturating_sub(set.elapsed()) + Duration::from_millis(100));
+    wait_for_server_time(&mut con, expires_at);
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
+    Some(true)
 }
 
 /// A field whose TTL was set before the module kept the configuration expires with no event
@@ -258,28 +302,36 @@ fn a_hash_field_that_expires_is_seen_gone() {
 /// first answers from what it kept: the expired field is seen gone all the same.
 #[test]
 fn a_hash_field_with_a_ttl_before_the_configuration_was_kept_is_seen_gone() {
-    let Some((_server, mut con, ttls)) = limiter_on_a_server_with_field_ttls() else {
-        eprintln!("no HPEXPIRE on this server: nothing to check");
-        return;
-    };
-    let (ttl, set) = expire_rate_field(&mut con);
+    for ttl in FIELD_TTLS_MS {
+        match a_field_with_a_ttl_from_the_start(ttl) {
+            None => return eprintln!("no HPEXPIRE on this server: nothing to check"),
+            Some(true) => return,
+            Some(false) => eprintln!("the reads outlasted a {ttl} ms TTL: again, longer"),
+        }
+    }
+    panic!("the reads outlasted every TTL tried: {FIELD_TTLS_MS:?} ms");
+}
+
+fn a_field_with_a_ttl_from_the_start(ttl: i64) -> Option<bool> {
+    let (_server, mut con, ttls) = limiter_on_a_server_with_field_ttls()?;
+    let expires_at = expire_rate_field(&mut con, ttl);
     // Read three times: marked, kept, and used once unchecked (on Redis 8: not kept); the next
     // use, after the field expired, is the one that checks.
     for _ in 0..3 {
-        assert_eq!(available(&mut con, "api"), 5);
+        match available_before(&mut con, expires_at) {
+            Some(available) => assert_eq!(available, 5),
+            None => return Some(false),
+        }
     }
-    assert!(
-        set.elapsed() < ttl,
-        "the reads took longer than the field's TTL: nothing was checked"
-    );
     assert_eq!(checks(&mut con), 0, "no check before the second use");
-    thread::sleep(ttl.saturating_sub(set.elapsed()) + Duration::from_millis(100));
+    wait_for_server_time(&mut con, expires_at);
     assert!(error_of(&mut con, "RATELIMIT.AVAILABLE api").contains("not initialized"));
     assert_eq!(
         checks(&mut con) > 0,
         ttls == FieldTtls::Hidden,
         "the expired field was found by the check ({ttls:?})"
     );
+    Some(true)
 }
 
 fn configs_kept(con: &mut Connection) -> String {
