@@ -1,4 +1,4 @@
-//! A bounded randomized attack: tens of thousands of RATELIMIT.* commands with random, binary,
+//! A bounded randomized attack: ten thousand RATELIMIT.* commands with random, binary,
 //! malformed and conflicting arguments (and wrong arities), directly, inside MULTI and from Lua,
 //! against a dataset with planted corrupt keys; blocking ACQUIREs are unblocked, timed out or
 //! disconnected. Every command that replies with an error must leave the dataset unchanged; at
@@ -15,11 +15,9 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 const DEFAULT_SEED: u64 = 0x7261_7465_6c69_6d74;
-/// Upper bound on the commands of one run, and the wall-clock budget of the loop.
-const MAX_COMMANDS: usize = 40_000;
-const BUDGET: Duration = Duration::from_secs(14);
-/// A run that manages fewer than this many commands in its budget fails: it proves too little.
-const MIN_COMMANDS: usize = 10_000;
+/// The commands of one run, however long they take (a slow machine takes longer, and proves
+/// as much).
+const COMMANDS: usize = 10_000;
 /// Commands between two resets of the dataset (FLUSHALL and planting again).
 const EPOCH: usize = 500;
 /// Distinct problems reported at most (the run goes on after one, to find others).
@@ -715,7 +713,7 @@ impl RawClient {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         let mut client = RawClient { stream, id: 0 };
         client.send(&[&b"CLIENT"[..], b"ID"]);
-        match client.reply(Duration::from_secs(10)) {
+        match client.reply(HANG) {
             Some(Reply::Int(id)) => client.id = id,
             other => panic!("CLIENT ID: {other:?}"),
         }
@@ -750,9 +748,7 @@ impl RawClient {
             }
             Err(e) => panic!("read: {e}"),
         }
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        self.stream.set_read_timeout(Some(HANG)).unwrap();
         // One reply is outstanding at a time, so a reader per reply never reads past it.
         let mut reader = BufReader::new(&self.stream);
         Some(parse(&mut reader).expect("a well-formed reply"))
@@ -1023,7 +1019,7 @@ impl Run {
         if let Some(reply) = self.acquirer.reply(Duration::from_millis(3)) {
             return (value_of(reply), true);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + HANG;
         let mut clean = true;
         let how = self.rng.index(8);
         let has_timeout = words.iter().any(|w| w.eq_ignore_ascii_case(b"TIMEOUT"));
@@ -1047,7 +1043,7 @@ impl Run {
                 self.counts.disconnected += 1;
                 let old = self.acquirer.id;
                 self.acquirer = RawClient::connect(self.server.port);
-                let gone = Instant::now() + Duration::from_secs(10);
+                let gone = Instant::now() + HANG;
                 loop {
                     let list: String =
                         line(&mut self.con, &format!("CLIENT LIST ID {old}")).unwrap_or_default();
@@ -1111,7 +1107,7 @@ fn random_hostile_commands_never_crash_and_failures_write_nothing() {
     println!("hostile: seed {seed:#x} (RATELIMIT_HOSTILE_SEED={seed:#x} replays it)");
     let server = Server::start();
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(SNAPSHOT_LUA)
@@ -1141,7 +1137,7 @@ fn random_hostile_commands_never_crash_and_failures_write_nothing() {
     let mut now = T0;
     let mut before = Dataset::new();
     let mut in_snapshots = Duration::ZERO;
-    while run.counts.commands < MAX_COMMANDS && started.elapsed() < BUDGET {
+    while run.counts.commands < COMMANDS {
         if run.counts.commands.is_multiple_of(EPOCH) {
             now += 10_000_000;
             plant(&mut run.con, &mut run.rng, now, &odd);
@@ -1253,11 +1249,6 @@ fn random_hostile_commands_never_crash_and_failures_write_nothing() {
         "seed {seed:#x}: {} problem(s):\n{}",
         run.problems.len(),
         run.problems.join("\n")
-    );
-    assert!(
-        c.commands >= MIN_COMMANDS,
-        "only {} commands ran in {BUDGET:?}: too few to prove anything",
-        c.commands
     );
     // The run exercised what it claims to.
     assert!(c.compared > 1_000, "{} failures compared", c.compared);
