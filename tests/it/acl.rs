@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use crate::common::*;
 
@@ -23,8 +22,7 @@ fn set_user(admin: &mut Connection, user: &str, rules: &str) {
 /// A connection authenticated as `user`, with read timeouts so a bug cannot hang the test.
 fn login(server: &Server, user: &str) -> Connection {
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
+    con.set_read_timeout(Some(HANG)).expect("read timeout");
     let _: () = redis::cmd("AUTH")
         .arg(user)
         .arg(PASSWORD)
@@ -39,9 +37,7 @@ fn login(server: &Server, user: &str) -> Connection {
 /// OVERALL `lim1` (5 per second, 2 taken) and PER_CLIENT `lim2` (client `alice` took 1).
 fn setup(server: &Server) -> Connection {
     let mut admin = server.conn();
-    admin
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    admin.set_read_timeout(Some(HANG)).unwrap();
     set_clock(&mut admin, T0);
     assert_eq!(
         line::<i64>(&mut admin, "RATELIMIT.SETRATE lim1 5 1000").unwrap(),

@@ -6,8 +6,6 @@
 //! each log: a path that read it would fail with the corrupt-data error. What the server did is
 //! read from a plain replica's command statistics and the master's lazy-free counter.
 
-use std::time::Duration;
-
 use crate::common::waiters::*;
 use crate::common::*;
 
@@ -76,7 +74,7 @@ fn lazyfreed(con: &mut Connection) -> i64 {
 /// Waits until the background thread has freed `count` objects in all (it frees them after
 /// the command returns).
 fn wait_lazyfreed(con: &mut Connection, count: i64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + HANG;
     while lazyfreed(con) < count {
         assert!(
             std::time::Instant::now() < deadline,

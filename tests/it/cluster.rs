@@ -22,8 +22,7 @@ struct Cluster {
 
 fn connect(server: &Server) -> Connection {
     let con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
+    con.set_read_timeout(Some(HANG)).expect("read timeout");
     con
 }
 
@@ -61,7 +60,7 @@ impl Cluster {
             String::from_utf8_lossy(&output.stderr)
         );
         let mut conns: Vec<Connection> = nodes.iter().map(connect).collect();
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + HANG;
         for (i, con) in conns.iter_mut().enumerate() {
             loop {
                 let info: String = line(con, "CLUSTER INFO").expect("CLUSTER INFO");
@@ -620,7 +619,7 @@ fn blocked_clients(con: &mut Connection) -> i64 {
 }
 
 fn wait_for_blocked(con: &mut Connection, n: i64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG;
     while blocked_clients(con) != n {
         assert!(Instant::now() < deadline, "never {n} blocked clients");
         thread::sleep(Duration::from_millis(5));
@@ -708,7 +707,7 @@ fn a_limiter_split_by_a_live_resharding_gets_tryagain_and_is_never_granted_twice
             if step == 0 {
                 // The MIGRATE deleted a watched key on the source, which serves the queue.
                 let served = waiter
-                    .recv_timeout(Duration::from_secs(10))
+                    .recv_timeout(HANG)
                     .expect("the waiter is answered once its limiter is split");
                 assert_eq!(served, Err(TRYAGAIN.to_string()), "{}", lim.name);
                 wait_for_blocked(&mut cluster.conns[source], 0);

@@ -439,7 +439,7 @@ fn seen_rate_of(con: &mut Connection, name: &[u8]) -> i64 {
 
 /// Waits until `con`'s server is a replica with its link up and nothing loading.
 fn wait_synced(con: &mut Connection, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + HANG;
     loop {
         let info: String = redis::cmd("INFO").arg("all").query(con).expect("INFO");
         if info.contains("master_link_status:up")

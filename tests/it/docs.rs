@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::Server;
+use crate::common::{Server, HANG};
 
 /// The blocks that are not run, by page and first command, and why. Each is an example of
 /// something a single scripted run cannot show truthfully.
@@ -367,9 +367,7 @@ struct Session {
 impl Session {
     fn connect(port: u16) -> Session {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("read timeout");
+        stream.set_read_timeout(Some(HANG)).expect("read timeout");
         Session {
             reader: BufReader::new(stream.try_clone().expect("clone stream")),
             writer: stream,
@@ -547,7 +545,7 @@ impl Env {
                 matches!(reply, Reply::Simple(_)),
                 "ADDSLOTSRANGE: {reply:?}"
             );
-            let deadline = Instant::now() + Duration::from_secs(30);
+            let deadline = Instant::now() + HANG;
             loop {
                 let info = render_for(&[b"info".to_vec()], &admin.call(&["CLUSTER", "INFO"]));
                 if info.contains("cluster_state:ok") {
@@ -616,7 +614,7 @@ fn run_block(block: &Block, env: &mut Env) -> Result<(), String> {
                 .expect("the session");
             session.send(&args);
             session.pending = Some(step.command.clone());
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + HANG;
             while env.blocked_clients() <= before {
                 if Instant::now() > deadline {
                     return Err(format!(

@@ -6,7 +6,6 @@
 //! tests/it/gcra_reference.rs.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::common::reference::shared_build;
 use crate::common::*;
@@ -349,7 +348,7 @@ fn a_server_with_gcra_keeps_its_own() {
             "yes".into(),
         ],
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
-        Duration::from_secs(10),
+        HANG,
     )
     .expect("the server with GCRA starts with the module");
     let mut con = server.conn();

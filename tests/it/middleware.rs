@@ -288,7 +288,7 @@ impl App {
             log,
         };
         // Java compiles App.java first, and the machine may be busy: be generous.
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + HANG;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 app.is_alive(),
@@ -316,9 +316,7 @@ impl App {
     /// One HTTP/1.1 GET on a connection of its own, read to the end.
     fn get(&self, path: &str, user: Option<&str>) -> Response {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to the app");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
+        stream.set_read_timeout(Some(HANG)).unwrap();
         let user = user.map_or(String::new(), |u| format!("X-User: {u}\r\n"));
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{user}Connection: close\r\n\r\n",

@@ -3,8 +3,6 @@
 //! flagged `write` without `deny-oom` like DEL / PEXPIRE / PERSIST, still run (they only free
 //! memory or drop a TTL).
 
-use std::time::Duration;
-
 use crate::common::*;
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -22,7 +20,7 @@ fn config_set(con: &mut Connection, name: &str, value: &str) {
 fn server_over_maxmemory() -> (Server, Connection) {
     let server = Server::start();
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     set_clock(&mut con, T0);
     for setup in [
         "RATELIMIT.SETRATE api 5 1000",

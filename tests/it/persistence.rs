@@ -119,7 +119,7 @@ fn kill_9(server: &mut Server) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -9 {pid} failed");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG;
     while server.is_alive() {
         assert!(Instant::now() < deadline, "pid {pid} survived SIGKILL");
         thread::sleep(Duration::from_millis(10));
@@ -151,7 +151,7 @@ fn aof_after_sigkill_replays_on_a_server_without_the_module() {
         &["--appendonly", "yes", "--appendfsync", "always"],
     );
     let mut con = master.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     set_clock(&mut con, T0);
     for name in NAMES {
         let setup = if name == "{pc}" {
@@ -208,7 +208,7 @@ fn rdb_restores_the_limiter_which_keeps_counting_from_its_log() {
         &["--dbfilename", "limiters.rdb"],
     );
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     set_clock(&mut con, T0);
     line::<i64>(&mut con, "RATELIMIT.SETRATE api 5 10000").unwrap();
     line::<i64>(
@@ -244,7 +244,7 @@ fn rdb_restores_the_limiter_which_keeps_counting_from_its_log() {
         &["--dir", copy.path(), "--dbfilename", "limiters.rdb"],
     );
     let mut con = restored.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     let after = snapshot(&mut con);
     eprintln!("rdb: {} keys compared after SAVE and reload", before.len());
     assert!(before.len() >= 5);
@@ -287,7 +287,7 @@ fn aof_keeps_every_acknowledged_grant_when_killed_mid_workload() {
     let writer = {
         let acked = acked.clone();
         let mut con = master.conn();
-        con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        con.set_read_timeout(Some(HANG)).unwrap();
         thread::spawn(move || {
             for i in 0u64.. {
                 let permits = if i % 7 == 0 { 3 } else { 1 };
@@ -306,7 +306,7 @@ fn aof_keeps_every_acknowledged_grant_when_killed_mid_workload() {
             unreachable!()
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG;
     while acked.load(std::sync::atomic::Ordering::SeqCst) < 300 {
         assert!(Instant::now() < deadline, "the writer made no progress");
         thread::sleep(Duration::from_millis(5));

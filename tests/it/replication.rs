@@ -221,7 +221,7 @@ fn blocked_acquire_served(
         .get_packed_command();
     side.send_packed_command(&acquire).expect("send ACQUIRE");
     tally.commands += 1;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + HANG;
     while info_field(con, "clients", "blocked_clients").as_deref() != Some("1") {
         if Instant::now() > deadline {
             let got = side.recv_response();
@@ -286,8 +286,7 @@ fn names(keys: &[Snapshot]) -> Vec<String> {
 }
 
 fn read_timeout(con: &Connection) {
-    con.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
+    con.set_read_timeout(Some(HANG)).expect("read timeout");
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! Reply shapes under RESP3 (`HELLO 3`) and RESP2, against a real server: CONFIG is a map or a
 //! flat array, TRYACQUIRE/ACQUIRE a null or an integer, AVAILABLE/RELEASE integers.
 
-use std::time::Duration;
-
 use crate::common::*;
 
 fn bulk(text: &str) -> Value {
@@ -28,7 +26,7 @@ fn value(con: &mut Connection, text: &str) -> Value {
 
 /// The same script of commands on one connection; `map` shapes CONFIG's expected reply.
 fn check_shapes(con: &mut Connection, map: fn(Vec<(Value, Value)>) -> Value) {
-    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     set_clock(con, T0);
     assert_eq!(value(con, "RATELIMIT.CONFIG api"), Value::Nil);
     assert_eq!(value(con, "RATELIMIT.SETRATE api 2 1000"), Value::Int(1));

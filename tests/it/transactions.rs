@@ -3,8 +3,6 @@
 //! another server with the same frozen clock, errors as entries that abort nothing, and ACQUIRE
 //! answering at once instead of blocking.
 
-use std::time::Duration;
-
 use crate::common::*;
 use redis::ConnectionLike;
 
@@ -134,8 +132,7 @@ fn cmd_of(text: &str) -> redis::Cmd {
 
 fn fresh(server: &Server) -> Connection {
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("read timeout");
+    con.set_read_timeout(Some(HANG)).expect("read timeout");
     set_clock(&mut con, T0);
     let _: () = redis::cmd("SET")
         .arg("str")

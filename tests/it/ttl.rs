@@ -3,8 +3,6 @@
 //! Key TTLs run on the server's real clock, so relative TTLs are checked as ranges and copied
 //! expiries as exact PEXPIRETIME equality.
 
-use std::time::Duration;
-
 use crate::common::*;
 
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
@@ -169,7 +167,7 @@ fn without_keepalive_the_hash_expiry_is_copied_to_the_clients_keys() {
 fn a_keepalive_beyond_the_clock_in_a_foreign_hash_does_not_destroy_the_limiter() {
     let mut server = Server::start();
     let mut con = server.conn();
-    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_read_timeout(Some(HANG)).unwrap();
     set_clock(&mut con, T0);
     for (name, keep_alive) in [
         // The expiry fits: now + ms is below i64::MAX.
