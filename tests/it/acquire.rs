@@ -131,22 +131,6 @@ fn a_waiter_wakes_when_the_permit_expires() {
     assert_eq!(blocked(&mut con), (0, 0));
 }
 
-/// Waits until both blocked-client counts are `n` while `waiter` still has no reply: false if it
-/// got one first (on a machine slow enough that its TIMEOUT ran out before the others queued).
-fn all_blocked_while_waiting(con: &mut Connection, n: i64, waiter: &Waiter) -> bool {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if blocked(con) == (n, n) {
-            return true;
-        }
-        if waiter.is_done() {
-            return false;
-        }
-        assert!(Instant::now() < deadline, "never {n} blocked clients");
-        sleep_ms(2);
-    }
-}
-
 /// The TIMEOUT runs on the real clock; the hint is exact on the frozen one. The head must still
 /// be waiting when the second client queues behind it: an attempt where it timed out first
 /// shows nothing and runs again with a longer TIMEOUT.
@@ -169,18 +153,15 @@ fn timeout_then_the_next_is_served(timeout: u64) -> bool {
     assert_eq!(try_acquire(&mut con, "api", 1), None);
     advance(&mut con, 1000);
     // Needs 2 of the 1 left: waits for the first permit's expiry at T0+5000, but gives up first.
-    let head = spawn(
-        &server,
-        &format!("RATELIMIT.ACQUIRE api 2 TIMEOUT {timeout}"),
-    );
-    if !all_blocked_while_waiting(&mut con, 1, &head) {
+    let command = format!("RATELIMIT.ACQUIRE api 2 TIMEOUT {timeout}");
+    let Some(head) = try_park(&server, &mut con, &command) else {
         return false;
-    }
+    };
     // Would fit now, but queues behind the head (first come, first served): both are blocked.
-    let next = spawn(&server, "RATELIMIT.ACQUIRE api 1");
-    if !all_blocked_while_waiting(&mut con, 2, &head) {
+    // (Had the head timed out first, this one would have been served at once.)
+    let Some(next) = try_park(&server, &mut con, "RATELIMIT.ACQUIRE api 1") else {
         return false;
-    }
+    };
     let head = served(head);
     eprintln!("TIMEOUT {timeout}: replied {:?}", head.reply);
     assert_eq!(
