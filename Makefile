@@ -1,6 +1,8 @@
 # ratelimit: build, run and test the Redis module.
 #   make run    install what is missing, build the release module, start Redis with redis.conf
 #   make test   build the module and run every test (unit and against real redis-server)
+#   make test-busy  the same `cargo test` with every core kept busy (.ci/busy): no test may
+#               depend on how fast anything runs
 #   make deps-examples  the HTTP middleware examples' packages (examples/middleware), pinned
 #   make test-valkey  the same tests against Valkey 8.1, built from Debian's source package
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
@@ -16,7 +18,7 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
-	test-valkey test-redis8 test-unstable test-valkey9 lint ci clean bench
+	test-valkey test-redis8 test-unstable test-valkey9 test-busy lint ci clean bench
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -30,7 +32,7 @@ MODULE_RELEASE := target/release/libratelimit.so
 ##   xz             xz-utils: .ci/fetch-valkey unpacks Debian's .orig.tar.xz (dpkg-dev brings it too)
 ##   javac, mvn     default-jdk-headless, maven: the Redisson interoperability suite
 ##   faketime       faketime (and its libfaketime): holds the clock of the GCRA references
-##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/gcra_reference.rs
+##                  (Redis's GCRA build, redis-cell 0.5.0) still in tests/it/gcra_reference.rs
 ## and for `make bench`:
 ##   redis-benchmark  redis-tools: the pipelined throughput and the many-limiters burst
 ##   valgrind, callgrind_control  valgrind: instructions per call
@@ -79,11 +81,17 @@ run: release
 
 ## cargo test does not build a cdylib for the integration tests: build it first. Each test target
 ## prints the server's version line first, so a log says which server the suite ran on.
-## tests/middleware.rs runs the example apps: their packages come first.
+## tests/it/middleware.rs runs the example apps: their packages come first.
 test: deps build deps-examples deps-shared
 	@$(REDIS_SERVER) --version
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
+
+## `cargo test` again with as many CPU-bound processes as cores (.ci/busy starts them and kills
+## them after, also on failure): a test that needs an idle machine fails here.
+test-busy: deps build deps-examples deps-shared
+	@$(REDIS_SERVER) --version
+	.ci/busy cargo test
 
 ## The GCRA references the tests compare with (Redis's GCRA build, redis-cell 0.5.0), built once
 ## from ../shared/servers under target/ before the test binaries run (which would otherwise
@@ -166,7 +174,7 @@ lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9
+ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9 test-busy
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.

@@ -1,4 +1,4 @@
-//! The benchmark's redis-server: the harness the tests use (`tests/common/server.rs`), with the
+//! The benchmark's redis-server: the harness the tests use (`tests/it/common/server.rs`), with the
 //! release module and its debug commands, optionally under a wrapper (valgrind), and errors
 //! returned rather than panics.
 
@@ -10,7 +10,7 @@ use redis::Connection;
 
 use crate::Res;
 
-#[path = "../../tests/common/server.rs"]
+#[path = "../../tests/it/common/server.rs"]
 mod shared;
 
 pub use shared::{server_binary, Server};

@@ -1,0 +1,146 @@
+//! The load options as module configurations: `CONFIG GET ratelimit.*`, `CONFIG SET` applying
+//! at once, `MODULE LOADEX ... CONFIG`, lines of a configuration file, the old load arguments,
+//! and `debug-commands` fixed at load.
+
+use crate::common::*;
+
+fn config_get(con: &mut Connection, pattern: &str) -> Vec<(String, String)> {
+    let flat: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(pattern)
+        .query(con)
+        .expect("CONFIG GET");
+    let mut pairs: Vec<(String, String)> = flat
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+fn settings(con: &mut Connection) -> Vec<(String, String)> {
+    config_get(con, "ratelimit.*")
+}
+
+fn pairs(cache: &str, debug: &str) -> Vec<(String, String)> {
+    vec![
+        ("ratelimit.config-cache".into(), cache.into()),
+        ("ratelimit.debug-commands".into(), debug.into()),
+    ]
+}
+
+fn configs_kept(con: &mut Connection) -> i64 {
+    info_field(con, "ratelimit", "ratelimit_configs_kept")
+        .expect("ratelimit_configs_kept")
+        .parse()
+        .expect("a number")
+}
+
+/// Two calls on a fresh limiter: the second finds its configuration kept, where the server
+/// lets the module keep them (not where hash fields can carry TTLs the module cannot see).
+fn use_limiter(con: &mut Connection, name: &str) {
+    let _: i64 = line(con, &format!("RATELIMIT.SETRATE {name} 5 1000")).unwrap();
+    for _ in 0..2 {
+        let _: Value = line(con, &format!("RATELIMIT.TRYACQUIRE {name}")).unwrap();
+    }
+}
+
+#[test]
+fn config_get_lists_them_and_config_set_applies_at_once() {
+    let server = Server::start();
+    let mut con = server.conn();
+    assert_eq!(settings(&mut con), pairs("yes", "yes"));
+    use_limiter(&mut con, "a");
+    let keeps = configs_kept(&mut con);
+    assert!(keeps <= 1);
+    let _: () = line(&mut con, "CONFIG SET ratelimit.config-cache no").unwrap();
+    assert_eq!(settings(&mut con), pairs("no", "yes"));
+    assert_eq!(
+        configs_kept(&mut con),
+        0,
+        "turning it off forgets what was kept"
+    );
+    use_limiter(&mut con, "b");
+    assert_eq!(configs_kept(&mut con), 0, "nothing is kept while off");
+    let _: () = line(&mut con, "CONFIG SET ratelimit.config-cache yes").unwrap();
+    use_limiter(&mut con, "c");
+    assert_eq!(configs_kept(&mut con), keeps, "kept again once on");
+    // The limiters work the same either way.
+    let _: () = line(&mut con, "CONFIG SET ratelimit.config-cache no").unwrap();
+    let _: i64 = line(&mut con, "HSET c rate 1").unwrap();
+    assert_eq!(available(&mut con, "c"), 0, "the changed rate is read");
+    // debug-commands is fixed at load; a bad value is refused and changes nothing.
+    let error = error_of(&mut con, "CONFIG SET ratelimit.debug-commands no");
+    assert!(error.contains("immutable"), "{error}");
+    let error = error_of(&mut con, "CONFIG SET ratelimit.config-cache maybe");
+    assert!(error.contains("ratelimit.config-cache"), "{error}");
+    assert_eq!(settings(&mut con), pairs("no", "yes"));
+}
+
+#[test]
+fn the_old_load_arguments_still_work() {
+    let server = Server::start_with(&["config-cache", "no", "debug-commands", "yes"], &[]);
+    let mut con = server.conn();
+    assert_eq!(settings(&mut con), pairs("no", "yes"));
+    use_limiter(&mut con, "a");
+    assert_eq!(configs_kept(&mut con), 0);
+    let plain = Server::start_with(&[], &[]);
+    let mut con = plain.conn();
+    assert_eq!(settings(&mut con), pairs("yes", "no"));
+    assert!(error_of(&mut con, "RATELIMIT.DEBUG REALCLOCK").starts_with("ERR unknown command"));
+}
+
+#[test]
+fn module_loadex_takes_them() {
+    let server = Server::start_plain(&["--enable-module-command", "yes"]);
+    let mut con = server.conn();
+    let module = module_path();
+    let module = module.to_str().unwrap();
+    let loaded: String = line(
+        &mut con,
+        &format!(
+            "MODULE LOADEX {module} CONFIG ratelimit.config-cache no \
+             CONFIG ratelimit.debug-commands yes"
+        ),
+    )
+    .unwrap();
+    assert_eq!(loaded, "OK");
+    assert_eq!(settings(&mut con), pairs("no", "yes"));
+    let _: String = line(&mut con, "RATELIMIT.DEBUG REALCLOCK").unwrap();
+    // A value the module refuses fails the load, as for any module's configuration.
+    let _: String = line(&mut con, "MODULE UNLOAD ratelimit").unwrap();
+    let error = error_of(
+        &mut con,
+        &format!("MODULE LOADEX {module} CONFIG ratelimit.config-cache sometimes"),
+    );
+    assert!(error.starts_with("ERR"), "{error}");
+    let modules: Value = line(&mut con, "MODULE LIST").unwrap();
+    assert!(!format!("{modules:?}").contains("ratelimit"), "{modules:?}");
+}
+
+#[test]
+fn a_configuration_file_sets_them() {
+    let dir = std::env::temp_dir().join(format!("ratelimit-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ratelimit.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "loadmodule {}\nratelimit.config-cache no\nratelimit.debug-commands yes\n",
+            module_path().display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_plain(&["--include", file.to_str().unwrap()]);
+    let mut con = server.conn();
+    assert_eq!(settings(&mut con), pairs("no", "yes"));
+    let _: String = line(&mut con, "RATELIMIT.DEBUG REALCLOCK").unwrap();
+    // CONFIG REWRITE would write them back as such lines; the server lists them as its own.
+    let all = config_get(&mut con, "*config-cache*");
+    assert_eq!(
+        all,
+        vec![("ratelimit.config-cache".to_string(), "no".to_string())]
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
