@@ -3,6 +3,9 @@
 //	REDIS_URL=redis://127.0.0.1:6379 PORT=8080 go run .
 //	curl -i -H 'X-User: alice' http://127.0.0.1:8080/
 //
+// With REDIS_CLUSTER=host:port[,host:port...] it uses a Redis Cluster seeded with those nodes
+// instead (see do for how each command reaches the node that serves its key).
+//
 // Requests are keyed by the X-User header (use your authenticated user id in a real app), or by
 // the remote address. Each user's limiter is created by its first request (RATE) and removed by
 // Redis once the user is idle for a whole interval (KEEPALIVE), so no setup call is needed.
@@ -16,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,11 +43,22 @@ func userOf(r *http.Request) string {
 	return host
 }
 
+// do runs a module command whose first key is args[keyPos]. A ClusterClient routes a raw Do by
+// the first key position COMMAND gives, or by args[1] when it has none: right for the module's
+// one-key commands, wrong for RATELIMIT.ALLOWALL, whose keys come after numkeys (keyPos 2).
+// Naming the position sends every command straight to its key's master; a Client ignores it.
+func do(ctx context.Context, rdb redis.UniversalClient, keyPos int8, args ...interface{}) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(keyPos)
+	_ = rdb.Process(ctx, cmd)
+	return cmd
+}
+
 // RateLimit is middleware: 429 with Retry-After once a user is over the limit, X-RateLimit-*
 // always. KEEPALIVE = interval: an idle limiter expires only when all its permits have.
-func RateLimit(rdb *redis.Client, next http.Handler) http.Handler {
+func RateLimit(rdb redis.UniversalClient, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reply, err := rdb.Do(r.Context(), "RATELIMIT.ALLOW", "api:user:"+userOf(r),
+		reply, err := do(r.Context(), rdb, 1, "RATELIMIT.ALLOW", "api:user:"+userOf(r),
 			"RATE", limit, intervalMs, "OVERALL", "KEEPALIVE", intervalMs).Result()
 		m, ok := reply.(map[interface{}]interface{}) // RESP3, go-redis' default: a map
 		if err != nil || !ok {
@@ -68,8 +83,8 @@ func RateLimit(rdb *redis.Client, next http.Handler) http.Handler {
 // It returns -1 once the permit is ours, else the wait hint in ms. waiters must be a client whose
 // ReadTimeout outlasts timeoutMs and that never retries: go-redis' defaults (5 s, 3 retries on
 // a timeout) would give up and resend the command, queueing a new waiter each time.
-func acquire(ctx context.Context, waiters *redis.Client, key string, timeoutMs int64) (int64, error) {
-	wait, err := waiters.Do(ctx, "RATELIMIT.ACQUIRE", key, "TIMEOUT", timeoutMs,
+func acquire(ctx context.Context, waiters redis.UniversalClient, key string, timeoutMs int64) (int64, error) {
+	wait, err := do(ctx, waiters, 1, "RATELIMIT.ACQUIRE", key, "TIMEOUT", timeoutMs,
 		"RATE", 1, 60_000, "KEEPALIVE", 60_000).Int64()
 	if err == redis.Nil {
 		return -1, nil
@@ -77,17 +92,30 @@ func acquire(ctx context.Context, waiters *redis.Client, key string, timeoutMs i
 	return wait, err
 }
 
-func main() {
+// connect gives a client of REDIS_CLUSTER's cluster if set, else of the server at REDIS_URL, and
+// a second one for ACQUIRE: a pool of its own (each blocked ACQUIRE holds its connection until it
+// returns) whose reads outlast TIMEOUT and that never retries.
+func connect() (rdb, waiters redis.UniversalClient) {
+	waitTimeout := reportsTimeoutMs*time.Millisecond + 5*time.Second
+	if seeds := os.Getenv("REDIS_CLUSTER"); seeds != "" {
+		opt := &redis.ClusterOptions{Addrs: strings.Split(seeds, ",")}
+		waitOpt := *opt
+		waitOpt.ReadTimeout = waitTimeout
+		waitOpt.MaxRetries = -1
+		return redis.NewClusterClient(opt), redis.NewClusterClient(&waitOpt)
+	}
 	opt, err := redis.ParseURL(getenv("REDIS_URL", "redis://127.0.0.1:6379"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	rdb := redis.NewClient(opt)
-	// A pool of its own (each blocked ACQUIRE holds its connection until it returns).
 	waitOpt := *opt
-	waitOpt.ReadTimeout = reportsTimeoutMs*time.Millisecond + 5*time.Second
+	waitOpt.ReadTimeout = waitTimeout
 	waitOpt.MaxRetries = -1
-	waiters := redis.NewClient(&waitOpt)
+	return redis.NewClient(opt), redis.NewClient(&waitOpt)
+}
+
+func main() {
+	rdb, waiters := connect()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/report", func(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,10 @@
     REDIS_URL=redis://127.0.0.1:6379 PORT=8080 python app.py
     curl -i -H 'X-User: alice' http://127.0.0.1:8080/
 
+With REDIS_CLUSTER=host:port[,host:port...] it uses a Redis Cluster seeded with those nodes
+instead. redis-py's RedisCluster routes the module's commands itself, from the key positions
+COMMAND reports (COMMAND GETKEYS for RATELIMIT.ALLOWALL), so the calls are the same.
+
 Requests are keyed by the X-User header (use your authenticated user id in a real app), or by
 the remote address. Each user's limiter is created by its first request (RATE) and removed by
 Redis once the user is idle for a whole interval (KEEPALIVE), so no setup call is needed.
@@ -14,8 +18,9 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIServer, make_server
 
 import redis
-from redis.retry import Retry
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
 LIMIT, INTERVAL_MS = 10, 60_000  # 10 requests a minute per user
 REPORTS_TIMEOUT_MS = 1_000  # /report waits at most this long for its turn
@@ -89,17 +94,24 @@ def make_app(waiters):
     return app
 
 
+def connect(**options):
+    """A client of REDIS_CLUSTER's cluster if set, else of the server at REDIS_URL."""
+    seeds = os.environ.get("REDIS_CLUSTER")
+    if seeds:
+        nodes = [ClusterNode(host, int(port)) for host, port in
+                 (seed.rsplit(":", 1) for seed in seeds.split(","))]
+        return RedisCluster(startup_nodes=nodes, **options)
+    return redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"), **options)
+
+
 class Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
 if __name__ == "__main__":
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-    client = redis.Redis.from_url(url)
+    client = connect()
     # A pool of its own: a blocked ACQUIRE holds its connection until it returns.
-    waiters = redis.Redis.from_url(
-        url, socket_timeout=REPORTS_TIMEOUT_MS / 1000 + 5, retry=Retry(NoBackoff(), 0)
-    )
+    waiters = connect(socket_timeout=REPORTS_TIMEOUT_MS / 1000 + 5, retry=Retry(NoBackoff(), 0))
     port = int(os.environ.get("PORT", "8080"))
     server = make_server("127.0.0.1", port, RateLimit(make_app(waiters), client), Server)
     print(f"listening on http://127.0.0.1:{port}", flush=True)

@@ -9,13 +9,20 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Executors;
+import java.util.stream.Collectors;
 import redis.clients.jedis.CommandArguments;
 import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.JedisClientConfig;
 import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.RedisClusterClient;
+import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.util.JedisURIHelper;
@@ -28,6 +35,11 @@ import redis.clients.jedis.util.SafeEncoder;
  *   REDIS_URL=redis://127.0.0.1:6379 PORT=8080 java -cp 'target/classes:target/lib/*' example.App
  *   curl -i -H 'X-User: alice' http://127.0.0.1:8080/
  * </pre>
+ *
+ * <p>With REDIS_CLUSTER=host:port[,host:port...] it uses a Redis Cluster seeded with those nodes
+ * instead. Jedis routes {@code executeCommand} by the keys declared with {@code
+ * CommandArguments.key()}/{@code keys()}, so every command built that way goes straight to the
+ * master of its key's slot, the module's included.
  *
  * <p>Requests are keyed by the X-User header (use your authenticated user id in a real app), or
  * by the remote address. Each user's limiter is created by its first request (RATE) and removed
@@ -55,9 +67,9 @@ public final class App {
 
     /** 429 with Retry-After once a user is over the limit, X-RateLimit-* always. */
     static final class RateLimit extends Filter {
-        private final RedisClient redis;
+        private final UnifiedJedis redis;
 
-        RateLimit(RedisClient redis) {
+        RateLimit(UnifiedJedis redis) {
             this.redis = redis;
         }
 
@@ -92,12 +104,19 @@ public final class App {
         }
     }
 
-    /** ALLOW's reply as name to value: with RESP3, Jedis' default, a list of map entries. */
+    /**
+     * ALLOW's reply as name to value: with RESP3, Jedis' default, a list of map entries; with
+     * RESP2, name, value, name, value ...
+     */
     static Map<String, Long> fields(Object reply) {
         Map<String, Long> fields = new HashMap<>();
-        for (Object item : (List<?>) reply) {
-            Map.Entry<?, ?> entry = (Map.Entry<?, ?>) item;
-            fields.put(SafeEncoder.encode((byte[]) entry.getKey()), (Long) entry.getValue());
+        List<?> items = (List<?>) reply;
+        for (int i = 0; i < items.size(); i++) {
+            if (items.get(i) instanceof Map.Entry<?, ?> entry) {
+                fields.put(SafeEncoder.encode((byte[]) entry.getKey()), (Long) entry.getValue());
+            } else {
+                fields.put(SafeEncoder.encode((byte[]) items.get(i)), (Long) items.get(++i));
+            }
         }
         return fields;
     }
@@ -109,20 +128,44 @@ public final class App {
      * blocking socket timeout that outlasts TIMEOUT. Jedis does not retry, and closes a
      * connection that failed, which takes its waiter out of Redis' queue.
      */
-    static Long acquire(RedisClient waiters, String key, long timeoutMs) {
+    static Long acquire(UnifiedJedis waiters, String key, long timeoutMs) {
         return (Long) waiters.executeCommand(new CommandArguments(ACQUIRE).key(key)
                 .add("TIMEOUT").add(timeoutMs)
                 .add("RATE").add(1).add(60_000).add("KEEPALIVE").add(60_000)
                 .blocking());
     }
 
-    static RedisClient waiters(URI uri, long timeoutMs) {
+    /**
+     * A client of REDIS_CLUSTER's cluster if set, else of the server at REDIS_URL. A cluster
+     * client makes {@code attempts} tries of a command; the waiters' makes one, as a retry after a
+     * timeout would queue a second waiter.
+     */
+    static UnifiedJedis connect(JedisClientConfig config, int attempts) {
+        String seeds = System.getenv("REDIS_CLUSTER");
+        if (seeds != null && !seeds.isEmpty()) {
+            Set<HostAndPort> nodes = Arrays.stream(seeds.split(","))
+                    .map(HostAndPort::from)
+                    .collect(Collectors.toSet());
+            return RedisClusterClient.builder()
+                    .nodes(nodes)
+                    .clientConfig(config)
+                    .maxAttempts(attempts)
+                    .build();
+        }
         return RedisClient.builder()
-                .hostAndPort(JedisURIHelper.getHostAndPort(uri))
-                .clientConfig(DefaultJedisClientConfig.builder(uri)
-                        .blockingSocketTimeoutMillis((int) timeoutMs + 5_000)
-                        .build())
+                .hostAndPort(JedisURIHelper.getHostAndPort(url()))
+                .clientConfig(config)
                 .build();
+    }
+
+    static URI url() {
+        return URI.create(System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379"));
+    }
+
+    static UnifiedJedis waiters(long timeoutMs) {
+        return connect(DefaultJedisClientConfig.builder(url())
+                .blockingSocketTimeoutMillis((int) timeoutMs + 5_000)
+                .build(), 1);
     }
 
     static void send(HttpExchange exchange, int status, String body) throws IOException {
@@ -135,10 +178,10 @@ public final class App {
     }
 
     public static void main(String[] args) throws IOException {
-        URI uri = URI.create(System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379"));
         int port = Integer.parseInt(System.getenv().getOrDefault("PORT", "8080"));
-        RedisClient redis = RedisClient.create(uri);
-        RedisClient waiters = waiters(uri, REPORTS_TIMEOUT_MS);
+        UnifiedJedis redis = connect(DefaultJedisClientConfig.builder(url()).build(),
+                RedisClusterClient.DEFAULT_MAX_ATTEMPTS);
+        UnifiedJedis waiters = waiters(REPORTS_TIMEOUT_MS);
 
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
         server.createContext("/report", exchange -> {
