@@ -1,8 +1,9 @@
 //! The HTTP middleware examples of `examples/middleware` (docs/application-guide.md), each run as
 //! the real app, with its real Redis client, against a real server: a user's first `LIMIT`
 //! requests get 200 and the right `X-RateLimit-*` headers, the next gets 429 and `Retry-After`,
-//! other users are independent, the limiters exist in Redis as `RATE ... KEEPALIVE` made them, and
-//! `/report`'s ACQUIRE gives up on its `TIMEOUT` without leaving a waiter behind.
+//! other users are independent, the limiters exist in Redis as `RATE ... KEEPALIVE` made them,
+//! `/report`'s ACQUIRE gives up on its `TIMEOUT` without leaving a waiter behind, and `/search`'s
+//! ALLOWALL takes from a user's two search limits together or from neither.
 //!
 //! The apps' packages come from `make deps-examples` (`make test` runs it). A missing toolchain
 //! or package fails the test with what to install: the examples are part of what we ship.
@@ -350,6 +351,35 @@ fn exercise(lang: &str, cmd: Command, backend: &mut Backend) -> App {
         .map(|con| field(&info(con, "clients"), "blocked_clients"))
         .sum();
     assert_eq!(blocked, 0.0, "{lang}: a waiter is still queued");
+
+    // /search: RATELIMIT.ALLOWALL on the user's own two search limits (3 a minute, 100 a day),
+    // made by SETRATE ... NX on first use: three pass, the fourth is refused by the minute limit
+    // and charges the day limit nothing.
+    for i in 1..=3 {
+        let r = app.get("/search", Some("dave"));
+        assert_eq!(r.status, 200, "{lang}: search {i} of dave:\n{r}");
+        assert!(r.body.contains("results for dave"), "{lang}:\n{r}");
+    }
+    let r = app.get("/search", Some("dave"));
+    assert_eq!(r.status, 429, "{lang}: search 4 of dave:\n{r}");
+    assert!(
+        r.body
+            .contains("search limit reached: {search:dave}:minute"),
+        "{lang}:\n{r}"
+    );
+    assert!(r.int("Retry-After") >= 1, "{lang}:\n{r}");
+    for (limit, rate, interval) in [("minute", 3, 60_000), ("day", 100, 86_400_000)] {
+        let key = format!("{{search:dave}}:{limit}");
+        let mut config = limiter_config(rate, interval);
+        for (field, value) in &mut config {
+            if field == "keepAliveTime" {
+                *value = "86400000".to_string();
+            }
+        }
+        assert_eq!(config_of(backend.con(&key), &key), config, "{lang}: {key}");
+        let log = format!("{key}:permits");
+        assert_eq!(logged_permits(backend.con(&log), &log), 3, "{lang}: {log}");
+    }
 
     assert!(app.is_alive(), "{lang}: the app exited:\n{}", app.log());
     app

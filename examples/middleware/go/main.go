@@ -29,7 +29,14 @@ const (
 	limit            = 10     // requests per user ...
 	intervalMs       = 60_000 // ... per minute
 	reportsTimeoutMs = 1_000  // /report waits at most this long for its turn
+	dayMs            = 86_400_000
 )
+
+// searchLimits are /search's own limits per user, taken together with RATELIMIT.ALLOWALL.
+var searchLimits = []struct {
+	name           string
+	rate, interval int64
+}{{"minute", 3, 60_000}, {"day", 100, dayMs}}
 
 // seconds is milliseconds as whole seconds, rounded up: a client that waits this long is never
 // early.
@@ -114,6 +121,35 @@ func connect() (rdb, waiters redis.UniversalClient) {
 	return redis.NewClient(opt), redis.NewClient(&waitOpt)
 }
 
+// allowAll runs RATELIMIT.ALLOWALL: a permit from each of the user's search limits, or from none
+// of them. ALLOWALL takes no RATE: the limiters are made with SETRATE ... NX when it says they are
+// missing. Their keys share a hash tag, hence a slot in a cluster; they start at args[2].
+func allowAll(ctx context.Context, rdb redis.UniversalClient, user string) (map[interface{}]interface{}, error) {
+	args := []interface{}{"RATELIMIT.ALLOWALL", len(searchLimits)}
+	for _, limit := range searchLimits {
+		args = append(args, "{search:"+user+"}:"+limit.name)
+	}
+	reply, err := do(ctx, rdb, 2, args...).Result()
+	if err != nil && strings.Contains(err.Error(), "not initialized") {
+		for i, limit := range searchLimits {
+			err := do(ctx, rdb, 1, "RATELIMIT.SETRATE", args[2+i], limit.rate, limit.interval,
+				"KEEPALIVE", dayMs, "NX").Err()
+			if err != nil {
+				return nil, err
+			}
+		}
+		reply, err = do(ctx, rdb, 2, args...).Result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, ok := reply.(map[interface{}]interface{}) // RESP3: a map
+	if !ok {
+		return nil, fmt.Errorf("RATELIMIT.ALLOWALL replied %v", reply)
+	}
+	return m, nil
+}
+
 func main() {
 	rdb, waiters := connect()
 
@@ -130,6 +166,21 @@ func main() {
 		default:
 			fmt.Fprintf(w, "report for %s\n", userOf(r))
 		}
+	})
+	mux.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) {
+		m, err := allowAll(r.Context(), rdb, userOf(r))
+		if err != nil {
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if n, _ := m["allowed"].(int64); n == 0 {
+			retry, _ := m["retry_after"].(int64)
+			w.Header().Set("Retry-After", seconds(retry))
+			http.Error(w, fmt.Sprintf("search limit reached: %v", m["limited_by"]),
+				http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprintf(w, "results for %s\n", userOf(r))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello %s\n", userOf(r))

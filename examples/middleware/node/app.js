@@ -18,6 +18,9 @@ const Redis = require('ioredis');
 const LIMIT = 10; // requests per user ...
 const INTERVAL_MS = 60_000; // ... per minute
 const REPORTS_TIMEOUT_MS = 1_000; // /report waits at most this long for its turn
+const DAY_MS = 86_400_000;
+// /search also has limits of its own per user, taken together with RATELIMIT.ALLOWALL.
+const SEARCH_LIMITS = [['minute', 3, 60_000], ['day', 100, DAY_MS]];
 
 // Milliseconds as whole seconds, rounded up: a client that waits this long is never early.
 const seconds = (ms) => String(Math.ceil(ms / 1000));
@@ -89,7 +92,36 @@ async function acquire(redis, key, timeoutMs) {
   }
 }
 
+// RATELIMIT.ALLOWALL: a permit from each of the user's search limits, or from none of them.
+// ALLOWALL takes no RATE: the limiters are made with SETRATE ... NX when it says they are
+// missing. Their keys share a hash tag, hence a slot in a cluster; `send` is told all of them.
+async function allowAll(redis, user) {
+  const keys = SEARCH_LIMITS.map(([name]) => `{search:${user}}:${name}`);
+  const allowAllOnce = () => send(redis, 'RATELIMIT.ALLOWALL', [keys.length, ...keys], keys);
+  try {
+    return await allowAllOnce();
+  } catch (err) {
+    if (!err.message.includes('not initialized')) throw err;
+  }
+  for (const [i, [, rate, interval]] of SEARCH_LIMITS.entries()) {
+    await send(redis, 'RATELIMIT.SETRATE', [keys[i], rate, interval, 'KEEPALIVE', DAY_MS, 'NX']);
+  }
+  return allowAllOnce();
+}
+
 async function app(redis, req, res) {
+  if (req.url === '/search') {
+    const reply = await allowAll(redis, userOf(req));
+    const r = {}; // RESP2: name, value, name, value ...
+    for (let i = 0; i < reply.length; i += 2) r[reply[i]] = reply[i + 1];
+    if (!r.allowed) {
+      res.writeHead(429, { 'Retry-After': seconds(r.retry_after), 'Content-Type': 'text/plain' });
+      res.end(`search limit reached: ${r.limited_by}\n`);
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'text/plain' }).end(`results for ${userOf(req)}\n`);
+    return;
+  }
   if (req.url === '/report') {
     // Expensive reports: one a minute across all users; wait briefly for a turn.
     const wait = await acquire(redis, 'reports', REPORTS_TIMEOUT_MS);

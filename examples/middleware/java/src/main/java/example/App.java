@@ -24,6 +24,7 @@ import redis.clients.jedis.RedisClient;
 import redis.clients.jedis.RedisClusterClient;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.util.JedisURIHelper;
 import redis.clients.jedis.util.SafeEncoder;
@@ -49,9 +50,15 @@ public final class App {
     static final int LIMIT = 10; // requests per user ...
     static final long INTERVAL_MS = 60_000; // ... per minute
     static final long REPORTS_TIMEOUT_MS = 1_000; // /report waits at most this long for its turn
+    static final long DAY_MS = 86_400_000;
+    /** /search's own limits per user (name, rate, interval), taken together with ALLOWALL. */
+    static final List<Object[]> SEARCH_LIMITS =
+            List.of(new Object[] {"minute", 3, 60_000L}, new Object[] {"day", 100, DAY_MS});
 
     static final ProtocolCommand ALLOW = () -> SafeEncoder.encode("RATELIMIT.ALLOW");
     static final ProtocolCommand ACQUIRE = () -> SafeEncoder.encode("RATELIMIT.ACQUIRE");
+    static final ProtocolCommand ALLOWALL = () -> SafeEncoder.encode("RATELIMIT.ALLOWALL");
+    static final ProtocolCommand SETRATE = () -> SafeEncoder.encode("RATELIMIT.SETRATE");
 
     /** Milliseconds as whole seconds, rounded up: a client that waits this long is never early. */
     static String seconds(long ms) {
@@ -80,7 +87,7 @@ public final class App {
 
         @Override
         public void doFilter(HttpExchange exchange, Chain chain) throws IOException {
-            Map<String, Long> r;
+            Map<String, Object> r;
             try {
                 // KEEPALIVE = interval: an idle limiter expires only when all its permits have.
                 r = fields(redis.executeCommand(new CommandArguments(ALLOW)
@@ -94,9 +101,9 @@ public final class App {
             Headers h = exchange.getResponseHeaders();
             h.set("X-RateLimit-Limit", r.get("limit").toString());
             h.set("X-RateLimit-Remaining", r.get("remaining").toString());
-            h.set("X-RateLimit-Reset", seconds(r.get("reset_after")));
-            if (r.get("allowed") == 0) {
-                h.set("Retry-After", seconds(r.get("retry_after")));
+            h.set("X-RateLimit-Reset", seconds((Long) r.get("reset_after")));
+            if ((Long) r.get("allowed") == 0) {
+                h.set("Retry-After", seconds((Long) r.get("retry_after")));
                 send(exchange, 429, "too many requests\n");
                 return;
             }
@@ -105,20 +112,46 @@ public final class App {
     }
 
     /**
-     * ALLOW's reply as name to value: with RESP3, Jedis' default, a list of map entries; with
-     * RESP2, name, value, name, value ...
+     * ALLOW's (and ALLOWALL's) reply as name to value, a Long or, for limited_by, a byte[] or
+     * null: with RESP3, Jedis' default, a list of map entries; with RESP2, name, value, ...
      */
-    static Map<String, Long> fields(Object reply) {
-        Map<String, Long> fields = new HashMap<>();
+    static Map<String, Object> fields(Object reply) {
+        Map<String, Object> fields = new HashMap<>();
         List<?> items = (List<?>) reply;
         for (int i = 0; i < items.size(); i++) {
             if (items.get(i) instanceof Map.Entry<?, ?> entry) {
-                fields.put(SafeEncoder.encode((byte[]) entry.getKey()), (Long) entry.getValue());
+                fields.put(SafeEncoder.encode((byte[]) entry.getKey()), entry.getValue());
             } else {
-                fields.put(SafeEncoder.encode((byte[]) items.get(i)), (Long) items.get(++i));
+                fields.put(SafeEncoder.encode((byte[]) items.get(i)), items.get(++i));
             }
         }
         return fields;
+    }
+
+    /**
+     * RATELIMIT.ALLOWALL: a permit from each of the user's search limits, or from none of them.
+     * ALLOWALL takes no RATE: the limiters are made with SETRATE ... NX when it says they are
+     * missing. Their keys share a hash tag, hence a slot in a cluster; {@code keys()} declares
+     * them, which routes the command there.
+     */
+    static Map<String, Object> allowAll(UnifiedJedis redis, String user) {
+        List<String> keys = SEARCH_LIMITS.stream()
+                .map(limit -> "{search:" + user + "}:" + limit[0])
+                .collect(Collectors.toList());
+        CommandArguments allowAll = new CommandArguments(ALLOWALL).add(keys.size()).keys(keys);
+        try {
+            return fields(redis.executeCommand(allowAll));
+        } catch (JedisDataException e) {
+            if (e.getMessage() == null || !e.getMessage().contains("not initialized")) {
+                throw e;
+            }
+        }
+        for (int i = 0; i < keys.size(); i++) {
+            Object[] limit = SEARCH_LIMITS.get(i);
+            redis.executeCommand(new CommandArguments(SETRATE).key(keys.get(i))
+                    .add(limit[1]).add(limit[2]).add("KEEPALIVE").add(DAY_MS).add("NX"));
+        }
+        return fields(redis.executeCommand(allowAll));
     }
 
     /**
@@ -199,6 +232,22 @@ public final class App {
                 return;
             }
             send(exchange, 200, "report for " + userOf(exchange) + "\n");
+        }).getFilters().add(new RateLimit(redis));
+        server.createContext("/search", exchange -> {
+            Map<String, Object> r;
+            try {
+                r = allowAll(redis, userOf(exchange));
+            } catch (JedisException e) {
+                send(exchange, 503, "rate limiter unavailable\n");
+                return;
+            }
+            if ((Long) r.get("allowed") == 0) {
+                exchange.getResponseHeaders().set("Retry-After", seconds((Long) r.get("retry_after")));
+                send(exchange, 429, "search limit reached: "
+                        + SafeEncoder.encode((byte[]) r.get("limited_by")) + "\n");
+                return;
+            }
+            send(exchange, 200, "results for " + userOf(exchange) + "\n");
         }).getFilters().add(new RateLimit(redis));
         server.createContext("/", exchange -> send(exchange, 200, "hello " + userOf(exchange) + "\n"))
                 .getFilters().add(new RateLimit(redis));
