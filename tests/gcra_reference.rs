@@ -645,10 +645,6 @@ fn gcra_above_the_limit_on_a_tat_just_past() {
 /// and requests at, just above and far above the limit; burst 0 included.
 #[test]
 fn gcra_sweep_of_sub_millisecond_intervals_and_oversize_requests() {
-    let Some(mut pair) = Pair::start() else {
-        return;
-    };
-    let mut rng = Rng(0x7461_7470);
     // (tokens_per_period, period): T = 1 µs, 103 µs, 143 µs, 667 µs, 1 ms, 1.25 ms, 100 ms.
     let rates: &[(i64, &str)] = &[
         (973, "0.0001"),
@@ -659,56 +655,61 @@ fn gcra_sweep_of_sub_millisecond_intervals_and_oversize_requests() {
         (800, "1"),
         (10, "1"),
     ];
-    for round in 0..40 {
-        let burst = *rng.pick(&[0i64, 0, 1, 2, 3, 9]);
-        let (per_period, period) = *rng.pick(rates);
-        let limit = burst + 1;
-        let key = format!("sweep:{round}");
-        for _ in 0..40 {
-            let gap = *rng.pick(&[0i64, 0, 1, 1, 1, 2, 3, 7, 100, 1000]);
-            pair.advance(gap);
-            let tokens = match rng.below(8) {
-                0..=2 => 1,
-                3 => limit,
-                4 => limit + 1,
-                5 => 1000,
-                6 => 1 + rng.below(limit as u64 + 2) as i64,
-                _ => i64::from(u32::MAX),
-            };
-            let call = format!("GCRA {key} {burst} {per_period} {period} TOKENS {tokens}");
-            pair.same(&words(&call), true, &format!("round {round}"));
-        }
-    }
+    oversize_sweep(
+        0x7461_7470,
+        i64::from(u32::MAX),
+        true,
+        |rng, key, burst, tokens| {
+            let (per_period, period) = *rng.pick(rates);
+            format!("GCRA {key} {burst} {per_period} {period} TOKENS {tokens}")
+        },
+    );
 }
 
 /// The same for `CL.THROTTLE`: redis-cell's key, like Redis's, is gone once its TAT's
-/// millisecond has passed, so a request above the limit then sees a full bucket.
+/// millisecond has passed, so a request above the limit then sees a full bucket. Peeks too.
 #[test]
 fn throttle_sweep_of_sub_millisecond_intervals_and_oversize_requests() {
+    // count per 1 s: T = 1 µs, 200 µs, 667 µs, 1 ms, 1.25 ms, 100 ms.
+    let counts: &[i64] = &[1_000_000, 5_000, 1_500, 1_000, 800, 10];
+    oversize_sweep(0x6365_6c6c, 0, false, |rng, key, burst, quantity| {
+        let count = *rng.pick(counts);
+        format!("CL.THROTTLE {key} {burst} {count} 1 {quantity}")
+    });
+}
+
+/// 40 keys of 40 calls each, both sides at once: a burst per key (0 often), gaps of mostly a
+/// millisecond or two, amounts of 1, the limit, one more, 1000 and `other`; `call` writes the
+/// command for the key, its burst and the amount.
+fn oversize_sweep(
+    seed: u64,
+    other: i64,
+    same_errors: bool,
+    call: impl Fn(&mut Rng, &str, i64, i64) -> String,
+) {
     let Some(mut pair) = Pair::start() else {
         return;
     };
-    let mut rng = Rng(0x6365_6c6c);
-    // count per 1 s: T = 1 µs, 200 µs, 667 µs, 1 ms, 1.25 ms, 100 ms.
-    let counts: &[i64] = &[1_000_000, 5_000, 1_500, 1_000, 800, 10];
+    let mut rng = Rng(seed);
     for round in 0..40 {
         let burst = *rng.pick(&[0i64, 0, 1, 2, 3, 9]);
-        let count = *rng.pick(counts);
         let limit = burst + 1;
         let key = format!("sweep:{round}");
+        // The key's rate, picked by `call` from a generator seeded the same for all its calls.
+        let rate_seed = rng.next();
         for _ in 0..40 {
             let gap = *rng.pick(&[0i64, 0, 1, 1, 1, 2, 3, 7, 100, 1000]);
             pair.advance(gap);
-            let quantity = match rng.below(8) {
+            let amount = match rng.below(8) {
                 0..=2 => 1,
                 3 => limit,
                 4 => limit + 1,
                 5 => 1000,
                 6 => 1 + rng.below(limit as u64 + 2) as i64,
-                _ => 0,
+                _ => other,
             };
-            let call = format!("CL.THROTTLE {key} {burst} {count} 1 {quantity}");
-            pair.same(&words(&call), false, &format!("round {round}"));
+            let words = words(&call(&mut Rng(rate_seed), &key, burst, amount));
+            pair.same(&words, same_errors, &format!("round {round}"));
         }
     }
 }
