@@ -65,8 +65,15 @@ impl Decision {
 
 impl Bucket {
     /// The decision, or None when a sum would overflow.
+    ///
+    /// A stored TAT behind now counts as now: an empty bucket, as if there were no key. Both
+    /// references read it so because their key expires at the TAT's millisecond, so a TAT
+    /// behind now is never read there (Redis's `gcra.c` takes `ttl_us = tat_us - now` when
+    /// limited, which would count the time past as tokens: `remaining` above the limit). Ours
+    /// can still be read: its key lives a millisecond longer when the TAT falls inside the
+    /// millisecond it was written in, and the debug clock does not expire keys.
     fn decide(self, tat: Option<i64>, now: i64, increment: i64) -> Option<Decision> {
-        let tat = tat.unwrap_or(now);
+        let tat = tat.map_or(now, |tat| tat.max(now));
         let new_tat = now.max(tat).checked_add(increment)?;
         let allow_at = new_tat.checked_sub(self.tolerance)?;
         let diff = now.checked_sub(allow_at)?;
@@ -470,6 +477,58 @@ mod tests {
         // More tokens than the burst: limited, never retryable.
         let too_many = Gcra::new(2, 4, 1.0).call(None, NOW, 4).unwrap();
         assert_eq!(too_many.reply(), [1, 3, 3, -1, 0]);
+    }
+
+    /// Issue 23: T rounds to 1 µs, tolerance 3 µs; the TAT written a millisecond ago is 999 µs
+    /// behind now, and a request above the limit finds a full bucket (3), not 1002.
+    #[test]
+    fn gcra_tat_behind_now_is_an_empty_bucket() {
+        let g = Gcra::new(2, 973, 0.0001);
+        let written = g.call(None, NOW, 1).unwrap();
+        assert_eq!(written.reply(), [0, 3, 2, -1, 1]);
+        let Write::Store { tat, .. } = written.write else {
+            panic!("an allowed call stores");
+        };
+        assert_eq!(tat, NOW * 1000 + 1);
+        let later = NOW + 1;
+        let limited = g.call(Some(tat), later, 1000).unwrap();
+        assert_eq!(limited.reply(), [1, 3, 3, -1, 0]);
+        assert_eq!(limited.write, Write::Nothing);
+        // The same as no key at all, for every count, at the limit and above it.
+        for tokens in [1, 2, 3, 4, 1000] {
+            for stale in [tat, 1, later * 1000 - 1] {
+                assert_eq!(
+                    g.call(Some(stale), later, tokens),
+                    g.call(None, later, tokens),
+                    "TOKENS {tokens} on a TAT at {stale}"
+                );
+            }
+        }
+        // A TAT exactly at now or ahead of it is read as it is.
+        let at_now = Gcra::new(0, 1, 1.0)
+            .call(Some(later * 1000), later, 2)
+            .unwrap();
+        assert_eq!(at_now.reply(), [1, 1, 1, -1, 0]);
+        let ahead = Gcra::new(0, 1, 1.0)
+            .call(Some(later * 1000 + 1), later, 2)
+            .unwrap();
+        assert_eq!(ahead.reply(), [1, 1, 0, -1, 1]);
+    }
+
+    /// The same for redis-cell's flavour: a request above the limit on a TAT behind now.
+    #[test]
+    fn throttle_tat_behind_now_is_an_empty_bucket() {
+        let t = throttle(2, 1_000_000, 1);
+        let stale = NOW * NS_PER_MS + 1_000 - NS_PER_MS;
+        for quantity in [-1, 0, 1, 3, 4, 1000] {
+            let fresh = t.call(None, NOW, quantity).unwrap();
+            let behind = t.call(Some(stale), NOW, quantity).unwrap();
+            assert_eq!(behind.reply(), fresh.reply(), "quantity {quantity}");
+        }
+        assert_eq!(
+            t.call(Some(stale), NOW, 1000).unwrap().reply(),
+            [1, 3, 3, -1, 0]
+        );
     }
 
     #[test]

@@ -76,7 +76,8 @@ impl Pair {
                 instant(self.now)
             ),
         }
-        let (their_state, our_state) = (self.their_state(key), self.our_state(key));
+        let per_ms = tat_per_ms(&words[0]);
+        let (their_state, our_state) = (self.their_state(key, per_ms), self.our_state(key, per_ms));
         assert_eq!(
             their_state,
             our_state,
@@ -102,14 +103,14 @@ impl Pair {
         }
         let quantity: i64 = words[5].parse().ok()?;
         let key = &words[1];
-        let states_differ = self.their_state(key) != self.our_state(key);
+        let states_differ = self.their_state(key, NS_PER_MS) != self.our_state(key, NS_PER_MS);
         match quantity {
             0 => (theirs == ours && states_differ).then_some(0),
             q if q < 0 => {
                 let failed =
                     matches!(theirs, Err(e) if e.contains("Error while setting key expire"));
                 let kept_forever =
-                    theirs.is_ok() && self.their_state(key).is_some_and(|(_, e)| e < 0);
+                    theirs.is_ok() && self.their_state(key, NS_PER_MS).is_some_and(|(_, e)| e < 0);
                 (ours.is_ok() && (failed || kept_forever || (theirs == ours && states_differ)))
                     .then_some(q)
             }
@@ -124,8 +125,8 @@ impl Pair {
         ours: &Result<Value, String>,
         context: &str,
     ) {
-        let our_state = self.our_state(key);
-        let their_state = self.their_state(key);
+        let our_state = self.our_state(key, NS_PER_MS);
+        let their_state = self.their_state(key, NS_PER_MS);
         let now_ns = i128::from(self.now) * 1_000_000;
         let tat = |state: &State| -> Option<i128> {
             state
@@ -159,14 +160,14 @@ impl Pair {
         }
     }
 
-    fn their_state(&mut self, key: &str) -> State {
-        state(&mut self.theirs, key, self.now)
+    fn their_state(&mut self, key: &str, per_ms: i64) -> State {
+        state(&mut self.theirs, key, self.now, per_ms)
     }
 
     /// The module's server runs on the real clock: a key whose expiry the debug clock has
     /// passed is still stored there, but absent for the module's commands.
-    fn our_state(&mut self, key: &str) -> State {
-        state(&mut self.ours, key, self.now)
+    fn our_state(&mut self, key: &str, per_ms: i64) -> State {
+        state(&mut self.ours, key, self.now, per_ms)
     }
 }
 
@@ -178,18 +179,40 @@ fn query(con: &mut Connection, words: &[String]) -> Result<Value, String> {
     cmd.query::<Value>(con).map_err(|e| error_line(&e))
 }
 
-fn state(con: &mut Connection, key: &str, now: i64) -> State {
+/// `per_ms`: the units of the stored TAT in a millisecond (ns for `CL.THROTTLE`, µs for `GCRA`).
+fn state(con: &mut Connection, key: &str, now: i64, per_ms: i64) -> State {
     let value: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(con).expect("GET");
     let expiry: i64 = redis::cmd("PEXPIRETIME")
         .arg(key)
         .query(con)
         .expect("PEXPIRETIME");
+    // A TAT behind now is an empty bucket on either side: the references' key is gone by then
+    // (it expires at its TAT's millisecond), the module's is kept a millisecond longer when the
+    // TAT fell inside the millisecond it was written in, and read as empty.
+    let behind = |value: &[u8]| {
+        std::str::from_utf8(value)
+            .ok()
+            .and_then(|text| text.parse::<i128>().ok())
+            .is_some_and(|tat| tat < i128::from(now) * i128::from(per_ms))
+    };
     match value {
+        Some(value) if expiry >= 0 && behind(&value) => None,
         Some(value) if expiry < 0 => Some((value, expiry)),
         // An expiry of now is gone a millisecond later on either side; the module never
         // writes one at or before now (its keys expire at now + 1 at the earliest).
         Some(value) if expiry >= now => Some((value, expiry.max(now + 1))),
         _ => None,
+    }
+}
+
+const NS_PER_MS: i64 = 1_000_000;
+
+/// The units of a stored TAT in a millisecond, by the command that wrote it.
+fn tat_per_ms(command: &str) -> i64 {
+    if command.eq_ignore_ascii_case("CL.THROTTLE") {
+        NS_PER_MS
+    } else {
+        1000
     }
 }
 
@@ -584,5 +607,107 @@ fn gcra_keys_carry_over_both_ways() {
     for gap in [0, 2_000, 0, 30_000] {
         pair.advance(gap);
         pair.same(&call, true, "after the module's key");
+    }
+}
+
+/// Issue 23's sequence: T rounds to 1 µs, so each allowed call leaves a TAT less than a
+/// millisecond ahead; a millisecond later that TAT is in the past (Redis's key, expiring at the
+/// TAT's millisecond, is gone) and `TOKENS 1000`, above the limit, is limited. Redis counts the
+/// full bucket, 3; the module once counted the TAT's 999 µs in the past as tokens too, 1002.
+#[test]
+fn gcra_above_the_limit_on_a_tat_just_past() {
+    let Some(mut pair) = Pair::start() else {
+        return;
+    };
+    const T0: i64 = 2_500_000_000_000;
+    let steps: &[(i64, &str)] = &[
+        (713_947_825, "GCRA g 2 973 0.0001 TOKENS 7"),
+        (714_547_825, "GCRA g 2 973 0.0001"),
+        (714_547_847, "GCRA g 2 973 0.0001"),
+        (714_548_787, "GCRA g 2 973 0.0001"),
+        (714_548_787, "GCRA g 2 973 0.0001 TOKENS 2"),
+        (714_549_024, "GCRA g 2 973 0.0001"),
+        (714_553_513, "GCRA g 2 973 0.0001"),
+        (714_553_514, "GCRA g 2 973 0.0001 TOKENS 1000"),
+    ];
+    let mut last = None;
+    for (at, call) in steps {
+        pair.at(T0 + at);
+        last = pair.same(&words(call), true, "issue 23");
+    }
+    assert_eq!(ints(&last.expect("a reply")), [1, 3, 3, -1, 0]);
+}
+
+/// What makes a stored TAT fall behind now while its key still counts: intervals below a
+/// millisecond (the TAT lands inside the millisecond of the call), calls a millisecond apart,
+/// and requests at, just above and far above the limit; burst 0 included.
+#[test]
+fn gcra_sweep_of_sub_millisecond_intervals_and_oversize_requests() {
+    // (tokens_per_period, period): T = 1 µs, 103 µs, 143 µs, 667 µs, 1 ms, 1.25 ms, 100 ms.
+    let rates: &[(i64, &str)] = &[
+        (973, "0.0001"),
+        (97, "0.01"),
+        (7, "0.001"),
+        (3, "0.002"),
+        (1000, "1"),
+        (800, "1"),
+        (10, "1"),
+    ];
+    oversize_sweep(
+        0x7461_7470,
+        i64::from(u32::MAX),
+        true,
+        |rng, key, burst, tokens| {
+            let (per_period, period) = *rng.pick(rates);
+            format!("GCRA {key} {burst} {per_period} {period} TOKENS {tokens}")
+        },
+    );
+}
+
+/// The same for `CL.THROTTLE`: redis-cell's key, like Redis's, is gone once its TAT's
+/// millisecond has passed, so a request above the limit then sees a full bucket. Peeks too.
+#[test]
+fn throttle_sweep_of_sub_millisecond_intervals_and_oversize_requests() {
+    // count per 1 s: T = 1 µs, 200 µs, 667 µs, 1 ms, 1.25 ms, 100 ms.
+    let counts: &[i64] = &[1_000_000, 5_000, 1_500, 1_000, 800, 10];
+    oversize_sweep(0x6365_6c6c, 0, false, |rng, key, burst, quantity| {
+        let count = *rng.pick(counts);
+        format!("CL.THROTTLE {key} {burst} {count} 1 {quantity}")
+    });
+}
+
+/// 40 keys of 40 calls each, both sides at once: a burst per key (0 often), gaps of mostly a
+/// millisecond or two, amounts of 1, the limit, one more, 1000 and `other`; `call` writes the
+/// command for the key, its burst and the amount.
+fn oversize_sweep(
+    seed: u64,
+    other: i64,
+    same_errors: bool,
+    call: impl Fn(&mut Rng, &str, i64, i64) -> String,
+) {
+    let Some(mut pair) = Pair::start() else {
+        return;
+    };
+    let mut rng = Rng(seed);
+    for round in 0..40 {
+        let burst = *rng.pick(&[0i64, 0, 1, 2, 3, 9]);
+        let limit = burst + 1;
+        let key = format!("sweep:{round}");
+        // The key's rate, picked by `call` from a generator seeded the same for all its calls.
+        let rate_seed = rng.next();
+        for _ in 0..40 {
+            let gap = *rng.pick(&[0i64, 0, 1, 1, 1, 2, 3, 7, 100, 1000]);
+            pair.advance(gap);
+            let amount = match rng.below(8) {
+                0..=2 => 1,
+                3 => limit,
+                4 => limit + 1,
+                5 => 1000,
+                6 => 1 + rng.below(limit as u64 + 2) as i64,
+                _ => other,
+            };
+            let words = words(&call(&mut Rng(rate_seed), &key, burst, amount));
+            pair.same(&words, same_errors, &format!("round {round}"));
+        }
     }
 }

@@ -1,11 +1,16 @@
 //! The HTTP middleware examples of `examples/middleware` (docs/application-guide.md), each run as
 //! the real app, with its real Redis client, against a real server: a user's first `LIMIT`
 //! requests get 200 and the right `X-RateLimit-*` headers, the next gets 429 and `Retry-After`,
-//! other users are independent, the limiters exist in Redis as `RATE ... KEEPALIVE` made them, and
-//! `/report`'s ACQUIRE gives up on its `TIMEOUT` without leaving a waiter behind.
+//! other users are independent, the limiters exist in Redis as `RATE ... KEEPALIVE` made them,
+//! `/report`'s ACQUIRE gives up on its `TIMEOUT` without leaving a waiter behind, and `/search`'s
+//! ALLOWALL takes from a user's two search limits together or from neither.
 //!
 //! The apps' packages come from `make deps-examples` (`make test` runs it). A missing toolchain
 //! or package fails the test with what to install: the examples are part of what we ship.
+//!
+//! Each also runs pointed at a real 3-master cluster (`REDIS_CLUSTER`): the same checks, on the
+//! master of each key's slot, users whose limiters live on every master, and no command sent to a
+//! node that does not serve its key (`errorstat_MOVED` absent from every node's `INFO errorstats`).
 //!
 //! Time is the real clock here (the apps cannot drive the debug clock): header values are checked
 //! against bounds computed from the permit log's timestamps and the server's `TIME` read just
@@ -20,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::cluster::Cluster;
 use crate::common::waiters::{field, info};
 use crate::common::*;
 
@@ -31,27 +37,66 @@ const INSTALL: &str = "run `make deps-examples` (`make test` does)";
 
 #[test]
 fn python_middleware() {
+    exercise("python", python(), &mut Backend::server());
+}
+
+#[test]
+fn node_middleware() {
+    exercise("node", node(), &mut Backend::server());
+}
+
+#[test]
+fn go_middleware() {
+    exercise("go", go("single"), &mut Backend::server());
+}
+
+#[test]
+fn java_middleware() {
+    exercise("java", java(), &mut Backend::server());
+}
+
+#[test]
+fn python_middleware_in_a_cluster() {
+    in_a_cluster("python", python());
+}
+
+#[test]
+fn node_middleware_in_a_cluster() {
+    in_a_cluster("node", node());
+}
+
+#[test]
+fn go_middleware_in_a_cluster() {
+    in_a_cluster("go", go("cluster"));
+}
+
+#[test]
+fn java_middleware_in_a_cluster() {
+    in_a_cluster("java", java());
+}
+
+fn python() -> Command {
     let dir = example_dir("python");
     let python = repo().join("target/examples-venv/bin/python");
     require(&python, "the Python venv with redis-py");
     let mut cmd = Command::new(python);
     cmd.arg("app.py").current_dir(dir);
-    exercise("python", cmd);
+    cmd
 }
 
-#[test]
-fn node_middleware() {
+fn node() -> Command {
     let dir = example_dir("node");
     require(&dir.join("node_modules/ioredis"), "ioredis in node_modules");
     let mut cmd = Command::new("node");
     cmd.arg("app.js").current_dir(dir);
-    exercise("node", cmd);
+    cmd
 }
 
-#[test]
-fn go_middleware() {
+/// The Go example built into a binary of its own for each test (`name`), so that two tests
+/// building at once do not write the same file.
+fn go(name: &str) -> Command {
     let dir = example_dir("go");
-    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("middleware-go");
+    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("middleware-go-{name}"));
     // GOPROXY=off: a module missing from the cache fails here rather than being fetched.
     let output = Command::new("go")
         .args(["build", "-o"])
@@ -67,11 +112,10 @@ fn go_middleware() {
         "go build failed ({INSTALL}):\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    exercise("go", Command::new(binary));
+    Command::new(binary)
 }
 
-#[test]
-fn java_middleware() {
+fn java() -> Command {
     let dir = example_dir("java");
     let lib = dir.join("target/lib");
     let jedis = fs::read_dir(&lib)
@@ -86,14 +130,108 @@ fn java_middleware() {
         .arg(lib.join("*"))
         .arg("src/main/java/example/App.java")
         .current_dir(dir);
-    exercise("java", cmd);
+    cmd
 }
 
-/// Starts the app on a free port against a fresh server, and checks everything it promises.
-fn exercise(lang: &str, cmd: Command) {
-    let server = Server::start_with(&[], &[]);
-    let mut app = App::start(lang, cmd, &server);
-    let mut con = server.conn();
+/// What the app talks to: one server, or a cluster, where each key is looked up on the master
+/// that serves its slot.
+enum Backend {
+    Server(Server, Connection),
+    Cluster(Cluster),
+}
+
+impl Backend {
+    fn server() -> Backend {
+        let server = Server::start_with(&[], &[]);
+        let con = server.conn();
+        Backend::Server(server, con)
+    }
+
+    /// The environment that points the app here.
+    fn env(&self) -> (&'static str, String) {
+        match self {
+            Backend::Server(server, _) => {
+                ("REDIS_URL", format!("redis://127.0.0.1:{}", server.port))
+            }
+            Backend::Cluster(cluster) => {
+                let seeds: Vec<String> = cluster
+                    .nodes
+                    .iter()
+                    .map(|n| format!("127.0.0.1:{}", n.port))
+                    .collect();
+                ("REDIS_CLUSTER", seeds.join(","))
+            }
+        }
+    }
+
+    /// A connection to the node that serves `key`.
+    fn con(&mut self, key: &str) -> &mut Connection {
+        match self {
+            Backend::Server(_, con) => con,
+            Backend::Cluster(cluster) => {
+                let node = cluster.owner(key.as_bytes());
+                &mut cluster.conns[node]
+            }
+        }
+    }
+
+    fn all(&mut self) -> Vec<&mut Connection> {
+        match self {
+            Backend::Server(_, con) => vec![con],
+            Backend::Cluster(cluster) => cluster.conns.iter_mut().collect(),
+        }
+    }
+}
+
+/// The app pointed at a 3-master cluster: everything [`exercise`] checks, then users whose
+/// limiters live on each master, and not one command sent to a node that does not serve its key:
+/// a client that does not know where a command's key is sends it to any master, which answers
+/// MOVED (the client follows it, so only the error counts show it).
+fn in_a_cluster(lang: &str, cmd: Command) {
+    let mut backend = Backend::Cluster(Cluster::start_on_real_clock());
+    for con in backend.all() {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+    }
+    let mut app = exercise(lang, cmd, &mut backend);
+    let Backend::Cluster(cluster) = &mut backend else {
+        unreachable!("a cluster backend")
+    };
+    for node in 0..cluster.nodes.len() {
+        let user = (0..)
+            .map(|i| format!("user{i}"))
+            .find(|user| cluster.owner(format!("api:user:{user}").as_bytes()) == node)
+            .expect("a user on every master");
+        for i in 1..=2 {
+            let r = app.get("/", Some(&user));
+            assert_eq!(r.status, 200, "{lang}: {user} on node {node}:\n{r}");
+            assert_eq!(r.int("X-RateLimit-Remaining"), LIMIT - i, "{lang}:\n{r}");
+        }
+        let log = format!("{{api:user:{user}}}:permits");
+        assert_eq!(
+            logged_permits(&mut cluster.conns[node], &log),
+            2,
+            "{lang}: {log}"
+        );
+    }
+    for (node, con) in cluster.conns.iter_mut().enumerate() {
+        let errors = info(con, "errorstats");
+        assert!(
+            !errors.contains("errorstat_MOVED") && !errors.contains("errorstat_ASK"),
+            "{lang}: node {node} redirected commands sent to it:\n{errors}"
+        );
+        let calls = info(con, "commandstats");
+        assert!(
+            calls.contains("cmdstat_ratelimit.allow:"),
+            "{lang}: node {node} served no RATELIMIT.ALLOW:\n{calls}"
+        );
+    }
+    assert!(app.is_alive(), "{lang}: the app exited:\n{}", app.log());
+}
+
+/// Starts the app on a free port against `backend`, and checks everything it promises; the app,
+/// still running.
+fn exercise(lang: &str, cmd: Command, backend: &mut Backend) -> App {
+    let mut app = App::start(lang, cmd, backend.env());
 
     // One user's first LIMIT requests: 200, counting down. Right after a grant the newest
     // permit is this one, so everything logged expires one whole interval from now.
@@ -113,11 +251,14 @@ fn exercise(lang: &str, cmd: Command) {
 
     // The next one: 429. Retry-After is when alice's oldest permit leaves the window,
     // X-RateLimit-Reset when her newest does, both in seconds rounded up.
-    let log = log_entries(&mut con, "{api:user:alice}:permits");
+    let log = log_entries(
+        backend.con("{api:user:alice}:permits"),
+        "{api:user:alice}:permits",
+    );
     let (oldest, newest) = (log[0].1, log[log.len() - 1].1);
-    let before = server_ms(&mut con);
+    let before = server_ms(backend.con("alice"));
     let r = app.get("/", Some("alice"));
-    let after = server_ms(&mut con);
+    let after = server_ms(backend.con("alice"));
     assert_eq!(
         r.status,
         429,
@@ -136,7 +277,10 @@ fn exercise(lang: &str, cmd: Command) {
         after,
     );
     assert_eq!(
-        logged_permits(&mut con, "{api:user:alice}:permits"),
+        logged_permits(
+            backend.con("{api:user:alice}:permits"),
+            "{api:user:alice}:permits"
+        ),
         LIMIT as u32,
         "{lang}: a refused request must take nothing"
     );
@@ -157,15 +301,18 @@ fn exercise(lang: &str, cmd: Command) {
     for (user, permits) in [("alice", LIMIT), ("bob", 1), ("127.0.0.1", 1)] {
         let key = format!("api:user:{user}");
         assert_eq!(
-            config_of(&mut con, &key),
+            config_of(backend.con(&key), &key),
             limiter_config(LIMIT, INTERVAL_MS),
             "{lang}: {key}"
         );
-        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query(backend.con(&key))
+            .unwrap();
         assert!(0 < ttl && ttl <= INTERVAL_MS, "{lang}: PTTL {key} = {ttl}");
         let log = format!("{{{key}}}:permits");
         assert_eq!(
-            logged_permits(&mut con, &log),
+            logged_permits(backend.con(&log), &log),
             permits as u32,
             "{lang}: {log}"
         );
@@ -178,21 +325,62 @@ fn exercise(lang: &str, cmd: Command) {
     assert_eq!(r.status, 200, "{lang}:\n{r}");
     assert!(r.body.contains("report for carol"), "{lang}:\n{r}");
     assert_eq!(r.int("X-RateLimit-Remaining"), LIMIT - 1, "{lang}:\n{r}");
-    let taken = log_entries(&mut con, "{reports}:permits")[0].1;
-    let before = server_ms(&mut con);
+    let taken = log_entries(backend.con("{reports}:permits"), "{reports}:permits")[0].1;
+    let before = server_ms(backend.con("alice"));
     let r = app.get("/report", Some("carol"));
-    let after = server_ms(&mut con);
+    let after = server_ms(backend.con("alice"));
     assert_eq!(r.status, 503, "{lang}:\n{r}");
     assert!(r.body.contains("busy"), "{lang}:\n{r}");
     assert_eq!(r.int("X-RateLimit-Remaining"), LIMIT - 2, "{lang}:\n{r}");
     assert_seconds(lang, &r, "Retry-After", taken + INTERVAL_MS, before, after);
-    assert_eq!(config_of(&mut con, "reports"), limiter_config(1, 60_000));
-    assert_eq!(logged_permits(&mut con, "{reports}:permits"), 1, "{lang}");
+    assert_eq!(
+        config_of(backend.con("reports"), "reports"),
+        limiter_config(1, 60_000)
+    );
+    assert_eq!(
+        logged_permits(backend.con("{reports}:permits"), "{reports}:permits"),
+        1,
+        "{lang}"
+    );
     // The waiter left with its reply: none is queued to take a permit nobody would use.
-    let blocked = field(&info(&mut con, "clients"), "blocked_clients");
+    let blocked: f64 = backend
+        .all()
+        .into_iter()
+        .map(|con| field(&info(con, "clients"), "blocked_clients"))
+        .sum();
     assert_eq!(blocked, 0.0, "{lang}: a waiter is still queued");
 
+    // /search: RATELIMIT.ALLOWALL on the user's own two search limits (3 a minute, 100 a day),
+    // made by SETRATE ... NX on first use: three pass, the fourth is refused by the minute limit
+    // and charges the day limit nothing.
+    for i in 1..=3 {
+        let r = app.get("/search", Some("dave"));
+        assert_eq!(r.status, 200, "{lang}: search {i} of dave:\n{r}");
+        assert!(r.body.contains("results for dave"), "{lang}:\n{r}");
+    }
+    let r = app.get("/search", Some("dave"));
+    assert_eq!(r.status, 429, "{lang}: search 4 of dave:\n{r}");
+    assert!(
+        r.body
+            .contains("search limit reached: {search:dave}:minute"),
+        "{lang}:\n{r}"
+    );
+    assert!(r.int("Retry-After") >= 1, "{lang}:\n{r}");
+    for (limit, rate, interval) in [("minute", 3, 60_000), ("day", 100, 86_400_000)] {
+        let key = format!("{{search:dave}}:{limit}");
+        let mut config = limiter_config(rate, interval);
+        for (field, value) in &mut config {
+            if field == "keepAliveTime" {
+                *value = "86400000".to_string();
+            }
+        }
+        assert_eq!(config_of(backend.con(&key), &key), config, "{lang}: {key}");
+        let log = format!("{key}:permits");
+        assert_eq!(logged_permits(backend.con(&log), &log), 3, "{lang}: {log}");
+    }
+
     assert!(app.is_alive(), "{lang}: the app exited:\n{}", app.log());
+    app
 }
 
 /// `header` is `at` - now in seconds, rounded up, for a `now` between `before` and `after`.
@@ -262,7 +450,7 @@ impl Drop for App {
 }
 
 impl App {
-    fn start(lang: &str, mut cmd: Command, server: &Server) -> App {
+    fn start(lang: &str, mut cmd: Command, (variable, value): (&str, String)) -> App {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -272,7 +460,9 @@ impl App {
         let err = out.try_clone().expect("app log");
         let program = cmd.get_program().to_string_lossy().into_owned();
         let child = cmd
-            .env("REDIS_URL", format!("redis://127.0.0.1:{}", server.port))
+            .env_remove("REDIS_URL")
+            .env_remove("REDIS_CLUSTER")
+            .env(variable, value)
             .env("PORT", port.to_string())
             .stdin(Stdio::null())
             .stdout(out)

@@ -3,6 +3,10 @@
     REDIS_URL=redis://127.0.0.1:6379 PORT=8080 python app.py
     curl -i -H 'X-User: alice' http://127.0.0.1:8080/
 
+With REDIS_CLUSTER=host:port[,host:port...] it uses a Redis Cluster seeded with those nodes
+instead. redis-py's RedisCluster routes the module's commands itself, from the key positions
+COMMAND reports (COMMAND GETKEYS for RATELIMIT.ALLOWALL), so the calls are the same.
+
 Requests are keyed by the X-User header (use your authenticated user id in a real app), or by
 the remote address. Each user's limiter is created by its first request (RATE) and removed by
 Redis once the user is idle for a whole interval (KEEPALIVE), so no setup call is needed.
@@ -14,10 +18,14 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIServer, make_server
 
 import redis
-from redis.retry import Retry
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
 LIMIT, INTERVAL_MS = 10, 60_000  # 10 requests a minute per user
+DAY_MS = 86_400_000
+# /search also has limits of its own per user, taken together with RATELIMIT.ALLOWALL.
+SEARCH_LIMITS = [("minute", 3, 60_000), ("day", 100, DAY_MS)]
 REPORTS_TIMEOUT_MS = 1_000  # /report waits at most this long for its turn
 
 
@@ -71,9 +79,43 @@ def acquire(waiters, key, timeout_ms):
     )
 
 
-def make_app(waiters):
+def allow_all(client, user):
+    """RATELIMIT.ALLOWALL: a permit from each of the user's search limits, or from none of them.
+
+    ALLOWALL takes no RATE: the limiters are made with SETRATE ... NX when it says they are
+    missing. Their keys share a hash tag, hence a slot in a cluster. There, naming the node spares
+    redis-py a COMMAND GETKEYS round trip per call (it routes every other command on its own).
+    """
+    keys = [f"{{search:{user}}}:{name}" for name, _, _ in SEARCH_LIMITS]
+    route = {}
+    if isinstance(client, RedisCluster):
+        route["target_nodes"] = client.get_node_from_key(keys[0])
+    try:
+        return client.execute_command("RATELIMIT.ALLOWALL", len(keys), *keys, **route)
+    except redis.ResponseError as e:
+        if "not initialized" not in str(e):
+            raise
+    for key, (_, rate, interval) in zip(keys, SEARCH_LIMITS):
+        client.execute_command("RATELIMIT.SETRATE", key, rate, interval, "KEEPALIVE", DAY_MS, "NX")
+    return client.execute_command("RATELIMIT.ALLOWALL", len(keys), *keys, **route)
+
+
+def make_app(client, waiters):
     def app(environ, start_response):
         user = environ.get("HTTP_X_USER") or environ["REMOTE_ADDR"]
+        if environ["PATH_INFO"] == "/search":
+            try:
+                reply = allow_all(client, user)
+            except redis.RedisError:
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"rate limiter unavailable\n"]
+            r = reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2]))
+            if not r[b"allowed"]:
+                headers = [("Retry-After", seconds(r[b"retry_after"])), ("Content-Type", "text/plain")]
+                start_response("429 Too Many Requests", headers)
+                return [b"search limit reached: " + r[b"limited_by"] + b"\n"]
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [f"results for {user}\n".encode()]
         if environ["PATH_INFO"] == "/report":
             # Expensive reports: one a minute across all users; wait briefly for a turn.
             wait = acquire(waiters, "reports", REPORTS_TIMEOUT_MS)
@@ -89,18 +131,25 @@ def make_app(waiters):
     return app
 
 
+def connect(**options):
+    """A client of REDIS_CLUSTER's cluster if set, else of the server at REDIS_URL."""
+    seeds = os.environ.get("REDIS_CLUSTER")
+    if seeds:
+        nodes = [ClusterNode(host, int(port)) for host, port in
+                 (seed.rsplit(":", 1) for seed in seeds.split(","))]
+        return RedisCluster(startup_nodes=nodes, **options)
+    return redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"), **options)
+
+
 class Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
 if __name__ == "__main__":
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-    client = redis.Redis.from_url(url)
+    client = connect()
     # A pool of its own: a blocked ACQUIRE holds its connection until it returns.
-    waiters = redis.Redis.from_url(
-        url, socket_timeout=REPORTS_TIMEOUT_MS / 1000 + 5, retry=Retry(NoBackoff(), 0)
-    )
+    waiters = connect(socket_timeout=REPORTS_TIMEOUT_MS / 1000 + 5, retry=Retry(NoBackoff(), 0))
     port = int(os.environ.get("PORT", "8080"))
-    server = make_server("127.0.0.1", port, RateLimit(make_app(waiters), client), Server)
+    server = make_server("127.0.0.1", port, RateLimit(make_app(client, waiters), client), Server)
     print(f"listening on http://127.0.0.1:{port}", flush=True)
     server.serve_forever()

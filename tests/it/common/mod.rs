@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use redis::{Connection, RedisError, Value};
 
+pub mod cluster;
 pub mod reference;
 pub mod server;
 pub mod waiters;
