@@ -1,0 +1,285 @@
+//! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
+//! committing it; AVAILABLE and the wait hint read the same way without writing.
+
+use super::{Condition, Limiter, RateChange, State};
+use crate::error::Error;
+use crate::key::{OpenMode, Writable};
+use crate::limiter::{self, Acquire, Config, Mode, Outcome, Prune, Reset};
+
+/// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// A new request that does not wait (TRYACQUIRE, or ACQUIRE inside MULTI or a script):
+    /// refused while anyone is queued, so a large request at the head is never starved by small
+    /// ones arriving after it.
+    BehindWaiters,
+    /// A new ACQUIRE that joins the queue if refused.
+    Queueing,
+    /// The head of the queue, being served.
+    FirstInLine,
+}
+
+/// A limiter to create on first use (the `RATE` option of the acquiring commands), exactly as
+/// `SETRATE key rate interval [mode] [KEEPALIVE ms] NX` would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Creation {
+    pub rate: i64,
+    pub interval: i64,
+    pub mode: Mode,
+    pub keep_alive: i64,
+    pub precision: i64,
+}
+
+impl Creation {
+    pub(super) fn config(&self) -> Config {
+        Config {
+            rate: self.rate,
+            interval: self.interval,
+            mode: self.mode,
+            keep_alive: self.keep_alive,
+            precision: self.precision,
+        }
+    }
+}
+
+/// An acquisition read and decided, not yet written (see [`Limiter::attempt`]).
+pub struct Attempt<'c, M: OpenMode> {
+    config: Config,
+    created: Option<Creation>,
+    state: State<'c, M>,
+    plan: Acquire,
+    turn: Turn,
+    now: i64,
+    /// Permits queued ahead by blocked ACQUIRE clients.
+    queued: u64,
+}
+
+impl<M: OpenMode> Attempt<'_, M> {
+    /// Whether the attempt would take its permits.
+    pub fn grants(&self) -> bool {
+        self.plan.append.is_some()
+    }
+
+    /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
+    /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
+    pub fn shares_state_with(&self, other: &Self) -> bool {
+        let mine = [self.state.value.name(), self.state.permits.name()];
+        let theirs = [other.state.value.name(), other.state.permits.name()];
+        mine.iter().any(|key| theirs.contains(key))
+    }
+}
+
+/// What an acquisition did, with what an HTTP API needs to answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// `Acquired`, or the wait; `Wait(0)` for permits free here but not taken because another
+    /// limiter of an all-or-nothing acquisition refused.
+    pub outcome: Outcome,
+    pub limit: i64,
+    /// Permits a new request could take right after this call, within `0..=limit`, counting
+    /// what queued ACQUIRE clients wait for as taken.
+    pub remaining: i64,
+    /// Milliseconds until every permit logged has expired; 0 if none is.
+    pub reset_after: i64,
+}
+
+impl<'c, M: OpenMode> Limiter<'c, M> {
+    /// TRYACQUIRE: take `permits` now or say how long to wait.
+    pub fn try_acquire(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+        turn: Turn,
+        create: Option<&Creation>,
+        reset: Reset,
+    ) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
+        let attempt = self.attempt(client, permits, now, turn, create, reset)?;
+        self.commit(&attempt, true)
+    }
+
+    /// Reads and decides an acquisition without writing anything: the plan, and whether the
+    /// limiter must first be created (`create`, when its hash does not exist).
+    pub fn attempt(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+        turn: Turn,
+        create: Option<&Creation>,
+        reset: Reset,
+    ) -> Result<Attempt<'c, M>, Error>
+    where
+        M: Writable,
+    {
+        let (config, created) = match (self.config()?, create) {
+            (Some(config), _) => (config, None),
+            (None, Some(creation)) => {
+                self.refuse_split(&[&self.hash])?;
+                (creation.config(), Some(*creation))
+            }
+            (None, None) => {
+                return Err(self.require_config().err().unwrap_or(Error::NotInitialized))
+            }
+        };
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let stored = state.stored_value()?;
+        let queued = match turn {
+            Turn::FirstInLine => None,
+            Turn::BehindWaiters | Turn::Queueing => self.queued_permits(&state),
+        };
+        let plan = match queued {
+            // Take nothing while others wait; hint at when they and this request could fit.
+            Some(ahead) => {
+                let wait = hint(&config, stored, &state, now, ahead, permits)?;
+                let (available, reset_after) = limiter::status(&config, stored, &state, now)?;
+                Acquire::waiting(wait, available, reset_after)
+            }
+            None => limiter::try_acquire(&config, stored, &state, now, permits, reset)?,
+        };
+        Ok(Attempt {
+            config,
+            created,
+            state,
+            plan,
+            turn,
+            now,
+            queued: queued.unwrap_or(0),
+        })
+    }
+
+    /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
+    /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
+    /// value and the TTL rule.
+    pub fn commit(&self, attempt: &Attempt<'_, M>, grant: bool) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
+        let Attempt {
+            config,
+            created,
+            state,
+            turn,
+            now,
+            queued,
+            ..
+        } = attempt;
+        let plan = if grant {
+            attempt.plan
+        } else {
+            attempt.plan.without_grant(*now, config.interval)
+        };
+        if let Some(creation) = created {
+            self.create(creation)?;
+        }
+        match (plan.prune, plan.append) {
+            (Prune::UpTo(cutoff), Some(entry))
+                if !plan.may_merge() && state.recycle(cutoff, entry) =>
+            {
+                // Whatever else expired (none, in a steady window) goes as usual.
+                state.prune(plan.prune);
+            }
+            (prune, append) => {
+                state.prune(prune);
+                if let Some(entry) = append {
+                    state.log(entry, plan.may_merge())?;
+                }
+            }
+        }
+        // A refusal that leaves a client waiting keeps the limiter alive until its turn.
+        let waiting = match (plan.outcome, turn) {
+            (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
+            (Outcome::Wait(ms), Turn::BehindWaiters) if *queued > 0 => ms,
+            _ => 0,
+        };
+        self.write_value_and_ttls(config, state, plan.value, waiting);
+        let ahead = i64::try_from(*queued).unwrap_or(i64::MAX);
+        Ok(Verdict {
+            outcome: if plan.append.is_some() {
+                Outcome::Acquired
+            } else {
+                match plan.outcome {
+                    Outcome::Wait(ms) => Outcome::Wait(ms),
+                    Outcome::Acquired => Outcome::Wait(0),
+                }
+            },
+            limit: config.rate,
+            remaining: plan
+                .available_after
+                .saturating_sub(ahead)
+                .clamp(0, config.rate.max(0)),
+            reset_after: plan.reset_after,
+        })
+    }
+
+    /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
+    pub(super) fn create(&self, creation: &Creation) -> Result<(), Error>
+    where
+        M: Writable,
+    {
+        let change = RateChange {
+            rate: creation.rate,
+            interval: creation.interval,
+            mode: creation.mode,
+            keep_alive: creation.keep_alive,
+            precision: creation.precision,
+            condition: Some(Condition::IfAbsent),
+            keep_state: false,
+            client: None,
+        };
+        // NX reads no clock and touches no state.
+        self.set_rate(&change, 0).map(|_| ())
+    }
+
+    /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).
+    pub fn wait_hint(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let ahead = self.queued_permits(&state).unwrap_or(0);
+        hint(&config, state.stored_value()?, &state, now, ahead, permits)
+    }
+
+    /// AVAILABLE: permits a new request could take now, computed without writing: what queued
+    /// ACQUIRE clients wait for counts as taken (a new request is refused while they wait).
+    pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let available = limiter::available(&config, state.stored_value()?, &state, now)?;
+        let queued = self.queued_permits(&state).unwrap_or(0);
+        Ok(available
+            .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
+            .max(0))
+    }
+}
+
+/// The wait before `permits` could be taken after the `ahead` permits queued before them (their
+/// sum capped at the rate, since no request can exceed it); at least 1. Writes nothing.
+pub(super) fn hint<M: OpenMode>(
+    config: &Config,
+    stored: Option<i64>,
+    state: &State<'_, M>,
+    now: i64,
+    ahead: u64,
+    permits: u32,
+) -> Result<i64, Error> {
+    let rate = u64::try_from(config.rate).unwrap_or(0);
+    let wanted = ahead
+        .saturating_add(u64::from(permits))
+        .min(rate)
+        .min(u64::from(u32::MAX)) as u32;
+    Ok(
+        match limiter::try_acquire(config, stored, state, now, wanted, Reset::NotWanted)?.outcome {
+            Outcome::Wait(ms) => ms,
+            Outcome::Acquired => 1,
+        },
+    )
+}
