@@ -14,6 +14,8 @@
 
 use std::ops::ControlFlow;
 
+use crate::keyspace;
+
 /// Whether a limiter is shared by all callers or kept per client id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -157,6 +159,20 @@ impl Acquire {
 }
 
 impl Acquire {
+    /// How the grant's entry, if any, goes into the log: recycling an expired entry is tried
+    /// only when the plan prunes up to a cutoff the entry is newer than and no entry may already
+    /// be logged at its score; otherwise it joins one there if it may, or is new.
+    pub fn logging(&self) -> Option<Logging> {
+        let entry = self.append?;
+        Some(match self.prune {
+            _ if self.may_merge() => Logging::Merge(entry),
+            Prune::UpTo(cutoff) if entry.score > cutoff => Logging::Recycle { cutoff, entry },
+            _ => Logging::New(entry),
+        })
+    }
+}
+
+impl Acquire {
     /// A request refused because clients blocked in ACQUIRE wait ahead of it: nothing written.
     pub fn waiting(wait: i64, available: i64, reset_after: i64) -> Acquire {
         Acquire {
@@ -188,6 +204,71 @@ impl Acquire {
             ..*self
         }
     }
+}
+
+/// How a granted entry goes into the log, decided from the plan (see [`Acquire::logging`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logging {
+    /// Move the oldest expired entry (scored at or below `cutoff`) to the entry's score instead
+    /// of pruning it and adding a fresh one, if it holds exactly the entry's permits in the
+    /// layout a fresh one would have ([`recycled_member`]); otherwise as [`Logging::New`].
+    Recycle { cutoff: i64, entry: Entry },
+    /// Join the entry already logged at the same score, if there is one ([`merged_member`]);
+    /// otherwise as [`Logging::New`].
+    Merge(Entry),
+    /// A new entry under a fresh id.
+    New(Entry),
+}
+
+impl Logging {
+    /// The entry logged, whichever way.
+    pub fn entry(self) -> Entry {
+        match self {
+            Logging::Recycle { entry, .. } | Logging::Merge(entry) | Logging::New(entry) => entry,
+        }
+    }
+}
+
+/// The member an entry logged at a grant's score becomes when the grant's `permits` join it:
+/// the same id, the sum of permits. `None` if this module cannot read the member, the sum does
+/// not fit its 32 bits or the id its length byte: the grant then gets an entry of its own.
+pub fn merged_member(old: &[u8], permits: u32) -> Option<Vec<u8>> {
+    let decoded = keyspace::decode_member(old).ok()?;
+    let sum = decoded.permits.checked_add(permits)?;
+    keyspace::reencode_member(decoded.id, sum)
+}
+
+/// The member of the oldest expired entry, if a grant of `permits` may take it over: only one
+/// holding exactly those permits in the layout a fresh entry would have, so the log reads the
+/// same to everyone (ids only keep entries apart, and an expired id is free).
+pub fn recycled_member(oldest: &[u8], permits: u32) -> Option<[u8; keyspace::MEMBER_LEN]> {
+    keyspace::fresh_layout(oldest, permits)
+}
+
+/// Why RELEASE cannot split a log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitError {
+    Unreadable(keyspace::MemberError),
+    /// An id over 255 bytes, which the layout this module writes cannot say.
+    IdTooLong,
+}
+
+impl std::fmt::Display for SplitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SplitError::Unreadable(e) => e.fmt(f),
+            SplitError::IdTooLong => f.write_str("permit entry id too long"),
+        }
+    }
+}
+
+/// The member RELEASE leaves in place of the newest entry it splits ([`Release::shrink_newest_to`]):
+/// the same id with `permits` left, in the layout this module writes whatever layout it came in.
+pub fn split_member(member: &[u8], permits: u32) -> Result<Vec<u8>, SplitError> {
+    let id = keyspace::decode_member(member)
+        .map_err(SplitError::Unreadable)?
+        .id;
+    keyspace::reencode_member(id, permits).ok_or(SplitError::IdTooLong)
 }
 
 /// The writes a release makes: prune, remove the newest entries, shrink the next one, store the value.
@@ -712,6 +793,98 @@ mod tests {
             },
             not_wanted,
             "the same plan otherwise"
+        );
+    }
+
+    #[test]
+    fn a_grant_recycles_an_expired_entry_joins_one_at_its_score_or_is_new() {
+        let cfg = overall(10, 1000);
+        let fresh = acquire(&cfg, None, &MemLog::default(), 5_000, 1);
+        assert_eq!(
+            fresh.logging(),
+            Some(Logging::New(Entry {
+                score: 5_000,
+                permits: 1
+            }))
+        );
+        // A steady window: an expired entry to move, none at the grant's score.
+        let steady = acquire(
+            &cfg,
+            Some(9),
+            &MemLog::with(&[(3_900, 1), (4_500, 1)]),
+            5_000,
+            1,
+        );
+        assert_eq!(
+            steady.logging(),
+            Some(Logging::Recycle {
+                cutoff: 4_000,
+                entry: Entry {
+                    score: 5_000,
+                    permits: 1
+                }
+            })
+        );
+        // An entry already at the grant's score: joined, never recycled.
+        let same = acquire(
+            &cfg,
+            Some(8),
+            &MemLog::with(&[(3_900, 1), (5_000, 1)]),
+            5_000,
+            1,
+        );
+        assert!(matches!(same.logging(), Some(Logging::Merge(_))));
+        // A refusal logs nothing.
+        let full = acquire(&cfg, Some(0), &MemLog::with(&[(4_500, 10)]), 5_000, 1);
+        assert_eq!(full.logging(), None);
+    }
+
+    #[test]
+    fn members_merge_only_when_readable_and_the_sum_fits() {
+        let member = keyspace::encode_member(&[7; keyspace::ID_LEN], 3);
+        let merged = merged_member(&member, 2).unwrap();
+        let decoded = keyspace::decode_member(&merged).unwrap();
+        assert_eq!(
+            (decoded.id, decoded.permits),
+            (&[7; keyspace::ID_LEN][..], 5)
+        );
+        let full = keyspace::encode_member(&[7; keyspace::ID_LEN], u32::MAX);
+        assert_eq!(merged_member(&full, 1), None, "the sum overflows 32 bits");
+        assert_eq!(merged_member(b"", 1), None);
+        assert_eq!(merged_member(b"not a member", 1), None);
+    }
+
+    #[test]
+    fn only_an_entry_in_a_fresh_layout_with_the_same_permits_is_recycled() {
+        let member = keyspace::encode_member(&[1; keyspace::ID_LEN], 2);
+        assert_eq!(recycled_member(&member, 2), Some(member));
+        assert_eq!(recycled_member(&member, 3), None);
+        // Redisson 3.13's `fI` layout, 8 bytes: read, but never taken over.
+        let old = [0, 0, 0x80, 0x3f, 2, 0, 0, 0];
+        assert_eq!(recycled_member(&old, 2), None);
+    }
+
+    #[test]
+    fn a_split_keeps_the_id_in_the_layout_this_module_writes() {
+        let old = [9, 9, 9, 9, 4, 0, 0, 0];
+        let split = split_member(&old, 1).unwrap();
+        assert_eq!(split, [4, 9, 9, 9, 9, 1, 0, 0, 0]);
+        assert_eq!(
+            split_member(b"", 1),
+            Err(SplitError::Unreadable(keyspace::MemberError::Empty))
+        );
+        assert_eq!(
+            split_member(&[1, 2, 3], 1).unwrap_err().to_string(),
+            "permit entry of 3 bytes fits no Redisson member layout"
+        );
+        // Redisson 3.16.4's `Lc0I` layout can hold an id a length byte cannot say.
+        let mut long = 300u64.to_le_bytes().to_vec();
+        long.extend([5; 300]);
+        long.extend(1u32.to_le_bytes());
+        assert_eq!(split_member(&long, 1), Err(SplitError::IdTooLong));
+        assert_eq!(
+            SplitError::IdTooLong.to_string(),
+            "permit entry id too long"
         );
     }
 

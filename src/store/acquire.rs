@@ -4,7 +4,7 @@
 use super::{Condition, Limiter, RateChange, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::limiter::{self, Acquire, Config, Mode, Outcome, Prune, Reset};
+use crate::limiter::{self, Acquire, Config, Logging, Mode, Outcome, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,44 +178,20 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         if let Some(creation) = created {
             self.create(creation)?;
         }
-        match (plan.prune, plan.append) {
-            (Prune::UpTo(cutoff), Some(entry))
-                if !plan.may_merge() && state.recycle(cutoff, entry) =>
-            {
+        match plan.logging() {
+            Some(Logging::Recycle { cutoff, entry }) if state.recycle(cutoff, entry) => {
                 // Whatever else expired (none, in a steady window) goes as usual.
                 state.prune(plan.prune);
             }
-            (prune, append) => {
-                state.prune(prune);
-                if let Some(entry) = append {
-                    state.log(entry, plan.may_merge())?;
+            logging => {
+                state.prune(plan.prune);
+                if let Some(logging) = logging {
+                    state.log(logging.entry(), matches!(logging, Logging::Merge(_)))?;
                 }
             }
         }
-        // A refusal that leaves a client waiting keeps the limiter alive until its turn.
-        let waiting = match (plan.outcome, turn) {
-            (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
-            (Outcome::Wait(ms), Turn::BehindWaiters) if *queued > 0 => ms,
-            _ => 0,
-        };
-        self.write_value_and_ttls(config, state, plan.value, waiting);
-        let ahead = i64::try_from(*queued).unwrap_or(i64::MAX);
-        Ok(Verdict {
-            outcome: if plan.append.is_some() {
-                Outcome::Acquired
-            } else {
-                match plan.outcome {
-                    Outcome::Wait(ms) => Outcome::Wait(ms),
-                    Outcome::Acquired => Outcome::Wait(0),
-                }
-            },
-            limit: config.rate,
-            remaining: plan
-                .available_after
-                .saturating_sub(ahead)
-                .clamp(0, config.rate.max(0)),
-            reset_after: plan.reset_after,
-        })
+        self.write_value_and_ttls(config, state, plan.value, waiting(&plan, *turn, *queued));
+        Ok(Verdict::of(&plan, config.rate, *queued))
     }
 
     /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
@@ -282,4 +258,72 @@ pub(super) fn hint<M: OpenMode>(
             Outcome::Acquired => 1,
         },
     )
+}
+
+/// How long the client of an acquisition waits for its turn, for the TTL rule: a refusal that
+/// leaves a client waiting keeps the limiter alive until its turn.
+fn waiting(plan: &Acquire, turn: Turn, queued: u64) -> i64 {
+    match (plan.outcome, turn) {
+        (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
+        (Outcome::Wait(ms), Turn::BehindWaiters) if queued > 0 => ms,
+        _ => 0,
+    }
+}
+
+impl Verdict {
+    /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
+    /// blocked ACQUIRE clients (counted as taken).
+    fn of(plan: &Acquire, rate: i64, queued: u64) -> Verdict {
+        let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
+        Verdict {
+            outcome: if plan.append.is_some() {
+                Outcome::Acquired
+            } else {
+                match plan.outcome {
+                    Outcome::Wait(ms) => Outcome::Wait(ms),
+                    Outcome::Acquired => Outcome::Wait(0),
+                }
+            },
+            limit: rate,
+            remaining: plan
+                .available_after
+                .saturating_sub(ahead)
+                .clamp(0, rate.max(0)),
+            reset_after: plan.reset_after,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(wait: i64) -> Acquire {
+        Acquire::waiting(wait, 2, 300)
+    }
+
+    #[test]
+    fn only_a_refusal_that_leaves_a_client_waiting_extends_the_ttl() {
+        assert_eq!(waiting(&refusal(40), Turn::Queueing, 0), 40);
+        assert_eq!(waiting(&refusal(40), Turn::FirstInLine, 0), 40);
+        assert_eq!(waiting(&refusal(40), Turn::BehindWaiters, 0), 0);
+        assert_eq!(waiting(&refusal(40), Turn::BehindWaiters, 3), 40);
+    }
+
+    #[test]
+    fn a_verdict_counts_queued_permits_as_taken_within_the_rate() {
+        let verdict = Verdict::of(&refusal(40), 10, 1);
+        assert_eq!(verdict.outcome, Outcome::Wait(40));
+        assert_eq!(
+            (verdict.limit, verdict.remaining, verdict.reset_after),
+            (10, 1, 300)
+        );
+        assert_eq!(Verdict::of(&refusal(40), 10, 5).remaining, 0);
+        assert_eq!(Verdict::of(&refusal(40), 10, u64::MAX).remaining, 0);
+        assert_eq!(
+            Verdict::of(&Acquire::waiting(1, 50, 0), 10, 0).remaining,
+            10
+        );
+        assert_eq!(Verdict::of(&Acquire::waiting(1, 5, 0), -1, 0).remaining, 0);
+    }
 }

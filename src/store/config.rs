@@ -8,7 +8,7 @@ use crate::args;
 use crate::config_cache::{self, Check, Known};
 use crate::error::Error;
 use crate::key::{OpenMode, StaticString};
-use crate::keyspace::{self};
+use crate::keyspace;
 use crate::limiter::{Config, Mode};
 
 /// The raw fields of a limiter hash, before validation.

@@ -6,6 +6,7 @@ mod config;
 mod open;
 mod release;
 mod setrate;
+mod ttl;
 mod watch;
 mod writes;
 

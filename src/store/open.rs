@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis_module::Context;
 
 use super::{selected_db, Limiter, State};
-use crate::config_cache::{self};
+use crate::config_cache;
 use crate::error::Error;
 use crate::ffi::acl::User;
 use crate::key::{Access, Key, Kind, OpenMode};

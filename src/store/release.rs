@@ -5,7 +5,6 @@ use std::ops::ControlFlow;
 use super::{score_ms, Limiter};
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
-use crate::keyspace::{self};
 use crate::limiter::{self, Entry, Order, Prune, Span};
 
 impl<M: OpenMode> Limiter<'_, M> {
@@ -29,13 +28,9 @@ impl<M: OpenMode> Limiter<'_, M> {
                         skip -= 1;
                         return Ok::<_, Error>(ControlFlow::Continue(()));
                     }
-                    let id = keyspace::decode_member(member)
-                        .map_err(|e| state.corrupt_member(e))?
-                        .id;
-                    let replacement = keyspace::reencode_member(id, permits).ok_or_else(|| {
-                        Error::corrupt(state.permits.name(), "permit entry id too long")
-                    })?;
-                    shrink = Some((member.to_vec(), score_ms(score), replacement));
+                    let replacement = limiter::split_member(member, permits)
+                        .map_err(|e| Error::corrupt(state.permits.name(), e.to_string()))?;
+                    shrink = Some((member.to_vec(), score_ms(score), replacement, permits));
                     Ok(ControlFlow::Break(()))
                 })?;
         }
@@ -43,22 +38,14 @@ impl<M: OpenMode> Limiter<'_, M> {
         if plan.remove_newest > 0 {
             state.permits.apply(Effect::ZRemNewest(plan.remove_newest));
         }
-        if let Some((old, score, new)) = shrink {
+        if let Some((old, score, new, permits)) = shrink {
             // Added before the old one goes, so the log never empties (and keeps its TTL). An
             // identical member already there (a degenerate foreign id) gets the permits kept
             // under a fresh id instead: the old member never goes without its replacement.
             let added = state.permits.apply(Effect::ZAdd {
                 score,
                 member: &new,
-            }) || state
-                .log(
-                    Entry {
-                        score,
-                        permits: keyspace::decode_member(&new).map_or(0, |m| m.permits),
-                    },
-                    false,
-                )
-                .is_ok();
+            }) || state.log(Entry { score, permits }, false).is_ok();
             if added {
                 state.permits.apply(Effect::ZRem(&old));
             }

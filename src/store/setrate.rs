@@ -1,7 +1,7 @@
 //! SETRATE: writing a limiter's configuration, with NX / XX and KEEPSTATE.
 
 use super::config::{mode_of, type_field};
-use super::writes::expiry_in;
+use super::ttl::expiry_in;
 use super::Limiter;
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};

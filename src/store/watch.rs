@@ -8,10 +8,10 @@ use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use super::open::CLUSTER;
 use super::selected_db;
-use crate::config_cache::{self};
+use crate::config_cache;
 use crate::ffi::events::{self, KeyWatcher, RemovalWatcher};
-use crate::key::{self};
-use crate::keyspace::{self};
+use crate::key;
+use crate::keyspace;
 
 /// Whether this load of the module has subscribed to the keyspace events that forget a kept
 /// configuration.
