@@ -16,16 +16,13 @@
 //! the queue first; the others find it gone and do nothing.
 
 use std::any::Any;
-use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisValue, Status};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisValue, Status};
 
 use crate::clock;
-use crate::config_cache;
 use crate::error::Error;
+use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
-use crate::ffi::events::{self, DatasetWatcher, KeyWatcher};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
@@ -110,7 +107,8 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
             queue::set_deadline(waiter, timer);
         }
     }
-    watch_keyspace(ctx);
+    // From the first client blocked on, writes to the watched keys and keys leaving.
+    events::watch_for_waiters(ctx);
     if first {
         schedule(ctx, queue, wait);
     }
@@ -145,7 +143,6 @@ pub fn stop_all_timers(ctx: &Context) {
 /// loaded again may find its library still mapped, statics and all.
 pub fn reset() {
     queue::reset();
-    SUBSCRIBED.store(false, Ordering::Relaxed);
 }
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
@@ -325,49 +322,16 @@ impl Blocker for Waiters {
     }
 }
 
-impl KeyWatcher for Waiters {
-    /// A write to some key: if it is a key a queue watches, that queue may be servable now.
-    /// Writing is not allowed here, so it only sets a 0 ms timer.
-    fn key_event(ctx: &Context, _event: &[u8], name: &[u8]) {
-        // The module's own writes free nothing it does not already know of.
-        if queue::is_empty() || key::is_own_event() {
-            return;
-        }
-        for queue in queue::watching(store::selected_db(ctx), name) {
-            schedule(ctx, queue, 0);
-        }
-    }
-}
-
-impl DatasetWatcher for Waiters {
-    /// Whole databases changed: every configuration kept may be of a hash that is gone or
-    /// replaced, and every waiter's limiter may be gone or another.
-    fn dataset_changed(ctx: &Context) {
-        config_cache::forget_all();
-        nudge_all(ctx);
-    }
-}
-
-/// Whether this load of the module has subscribed to keyspace events for its waiters.
-static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
-
-/// Subscribes to keyspace events the first time a client blocks, so a server that never uses
-/// ACQUIRE pays nothing for them: writes to the watched keys, and keys leaving (the KEY server
-/// event where the server has it, which also serves the kept configurations; keyspace events
-/// of keys as a whole on Redis 7.0). (Whole-database changes are subscribed to at load.)
-fn watch_keyspace(ctx: &Context) {
-    if SUBSCRIBED.swap(true, Ordering::Relaxed) {
+/// A write to some key (see [`events::KeyListener`]): if it is a key a queue watches, that
+/// queue may be servable now. Writing is not allowed here, so it only sets a 0 ms timer.
+pub fn key_written(ctx: &Context, _event: &[u8], name: &[u8]) {
+    // The module's own writes free nothing it does not already know of.
+    if queue::is_empty() || key::is_own_event() {
         return;
     }
-    let mut classes = raw::REDISMODULE_NOTIFY_STRING
-        | raw::REDISMODULE_NOTIFY_HASH
-        | raw::REDISMODULE_NOTIFY_ZSET;
-    if !store::watch_removals(ctx) {
-        classes |= raw::REDISMODULE_NOTIFY_GENERIC
-            | raw::REDISMODULE_NOTIFY_EXPIRED
-            | raw::REDISMODULE_NOTIFY_EVICTED;
+    for queue in queue::watching(server::selected_db(ctx), name) {
+        schedule(ctx, queue, 0);
     }
-    events::watch_keys::<Waiters>(ctx, classes as c_int);
 }
 
 /// A key left the keyspace (deleted, expired, evicted, overwritten, moved or renamed away): the
@@ -380,10 +344,4 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
     for queue in queue::watching(db, key) {
         schedule(ctx, queue, 0);
     }
-}
-
-/// Subscribes at load to the server events that change whole databases without a per-key
-/// event (see [`DatasetWatcher`]).
-pub fn watch_server_events(ctx: &Context) {
-    events::watch_datasets::<Waiters>(ctx);
 }

@@ -48,7 +48,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use redis_module::{Context, RedisString};
 
+use crate::events;
 use crate::ffi::key::KeptString;
+use crate::ffi::server;
 use crate::keyspace::StateKeys;
 use crate::limiter::Config;
 
@@ -509,6 +511,33 @@ pub fn kept() -> usize {
 /// Whether a keyspace event leaves a hash's configuration as it was: only a TTL change does.
 pub fn keeps_config(event: &[u8]) -> bool {
     matches!(event, b"expire" | b"persist")
+}
+
+/// Subscribes, once per load, to the events that forget a kept configuration: before the first
+/// configuration is kept, so a server whose limiters are never read twice pays nothing for
+/// them. False if configurations are not kept (`config-cache no`) or the server refused.
+pub fn watch(ctx: &Context) -> bool {
+    on() && events::watch_for_config_cache(ctx)
+}
+
+/// A key changed (an [`events::KeyListener`]): the configuration kept for it, if it is a
+/// limiter's hash, is no longer known. The module's own writes count too (SETRATE's among
+/// them), unlike for the waiters: see [`crate::key::is_own_event`].
+pub fn key_event(ctx: &Context, event: &[u8], key: &[u8]) {
+    if !keeps_config(event) {
+        forget(server::selected_db(ctx), key);
+    }
+}
+
+/// A key left (an [`events::RemovalListener`]): its configuration is no longer known.
+pub fn key_removed(_ctx: &Context, db: i32, key: &[u8]) {
+    forget(db, key);
+}
+
+/// Whole databases changed (an [`events::DatasetListener`]): every configuration kept may be
+/// of a hash that is gone or replaced.
+pub fn dataset_changed(_ctx: &Context) {
+    forget_all();
 }
 
 #[cfg(test)]

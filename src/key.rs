@@ -468,6 +468,11 @@ impl Effect<'_> {
 }
 
 /// Set while the module fires a keyspace event of its own (subscribers run synchronously).
+///
+/// Who honours it: the waiters ignore the module's own writes (a grant or a release the module
+/// makes frees nothing it does not already know of, and it nudges the queues itself). The
+/// config cache deliberately does not: a SETRATE, a limiter created by `RATE`, a DELETE are the
+/// module's own writes, and each must forget the configuration kept for the hash it changes.
 static OWN_EVENT: AtomicBool = AtomicBool::new(false);
 
 /// Whether the keyspace event being delivered was fired by the module's own write.

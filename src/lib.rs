@@ -22,6 +22,7 @@ mod clock;
 pub mod commands;
 mod config_cache;
 pub mod error;
+mod events;
 mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
@@ -166,7 +167,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    store::init(ctx, blocking::key_removed, options.config_cache);
+    evictions::reset();
+    store::init(ctx, options.config_cache);
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
@@ -183,8 +185,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     } else {
         None
     };
-    blocking::watch_server_events(ctx);
-    if !evictions::watch(ctx) {
+    if !events::init(ctx, &LISTENERS) {
         ctx.log_warning(
             "ratelimit: could not watch evictions: INFO ratelimit_evicted_keys stays 0",
         );
@@ -243,6 +244,21 @@ fn deinit(ctx: &Context) -> Status {
     blocking::stop_all_timers(ctx);
     Status::Ok
 }
+
+/// Who hears which events (see [`events`]).
+static LISTENERS: events::Listeners = events::Listeners {
+    config_cache: events::Listener {
+        key_event: config_cache::key_event,
+        removed: config_cache::key_removed,
+        dataset_changed: config_cache::dataset_changed,
+    },
+    waiters: events::Listener {
+        key_event: blocking::key_written,
+        removed: blocking::key_removed,
+        dataset_changed: blocking::nudge_all,
+    },
+    evicted: evictions::key_evicted,
+};
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.

@@ -2,7 +2,7 @@
 
 use redis_module::{RedisString, RedisValue};
 
-use super::watch::{field_ttls, watch_hashes, FieldTtls, CONFIG_FIELDS};
+use super::field_ttls::{field_ttls, FieldTtls, CONFIG_FIELDS};
 use super::Limiter;
 use crate::args;
 use crate::config_cache::{self, Check, Known};
@@ -78,7 +78,8 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         // Admitted before subscribing: a server whose table is out of use does not subscribe
         // to events it would then be called back for on every write (on Redis 7.0, each
         // keep-alive's expiries).
-        let keep = may_keep && config_cache::admits(self.db, self.name) && watch_hashes(self.ctx);
+        let keep =
+            may_keep && config_cache::admits(self.db, self.name) && config_cache::watch(self.ctx);
         if keep {
             // A field with a TTL of its own can expire with no event until the server deletes it.
             let check = match field_ttls(self.ctx) {

@@ -3,23 +3,24 @@
 
 mod acquire;
 mod config;
+mod field_ttls;
 mod open;
 mod release;
 mod setrate;
 mod ttl;
-mod watch;
 mod writes;
 
 pub use acquire::{Creation, Turn, Verdict};
 pub use setrate::{Condition, RateChange};
-pub use watch::{init, watch_removals};
 
 use std::ops::ControlFlow;
 
-use redis_module::Context;
+use std::sync::atomic::Ordering;
+
+use redis_module::{Context, ContextFlags};
 
 use crate::args;
-use crate::config_cache::Known;
+use crate::config_cache::{self, Known};
 use crate::error::Error;
 use crate::ffi::server;
 use crate::key::{Effect, Key, OpenMode, Writable};
@@ -178,4 +179,16 @@ fn score_ms(score: f64) -> i64 {
 /// The database the context has selected.
 pub fn selected_db(ctx: &Context) -> i32 {
     server::selected_db(ctx)
+}
+
+/// At load: notes whether the server is a cluster node and whether to keep configurations at
+/// all, and forgets what an earlier load of the module kept and learned of the server.
+pub fn init(ctx: &Context, keep_configs: bool) {
+    config_cache::turn(keep_configs);
+    open::CLUSTER.store(
+        ctx.get_flags().contains(ContextFlags::CLUSTER),
+        Ordering::Relaxed,
+    );
+    field_ttls::forget();
+    config_cache::reset();
 }
