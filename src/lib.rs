@@ -81,7 +81,7 @@ macro_rules! handler {
 #[derive(Debug, PartialEq, Eq)]
 struct LoadOptions {
     debug_commands: bool,
-    /// Keep limiters' configurations between calls (docs/operations.md, "Kept configurations").
+    /// The config cache: keep limiters' configurations between calls (docs/operations.md).
     config_cache: bool,
 }
 
@@ -168,7 +168,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     };
     evictions::reset();
-    store::init(ctx, options.config_cache);
+    store::init(ctx);
+    config_cache::reset();
+    config_cache::turn(options.config_cache);
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);

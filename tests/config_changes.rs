@@ -292,7 +292,7 @@ fn configs_in_use(con: &mut Connection) -> String {
 
 /// Calls spread over many more limiters than the module keeps take kept configurations out of
 /// use: nothing is looked up or kept, and INFO says so, but what was kept is still forgotten
-/// when its hash changes. `RATELIMIT.DEBUG KEEPCONFIGS ALWAYS` holds them in use (for tests),
+/// when its hash changes. `RATELIMIT.DEBUG CONFIGCACHE ALWAYS` holds them in use (for tests),
 /// `AUTO` lets the spread decide again. Calls back on one limiter put them in use again, and
 /// that limiter's hash, changed while they were out of use, is read anew.
 #[test]
@@ -321,7 +321,7 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     }
     assert_eq!(configs_kept(&mut con), "0", "nothing kept out of use");
 
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE ALWAYS");
     assert_eq!(configs_in_use(&mut con), "1", "held in use");
     for i in 0..2_000 {
         let name = format!("user:{i}");
@@ -330,7 +330,7 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     }
     assert_eq!(configs_in_use(&mut con), "1", "held, whatever the spread");
     assert_ne!(configs_kept(&mut con), "0", "kept while held");
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS AUTO");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE AUTO");
     for i in 2_000..6_000 {
         assert_eq!(available(&mut con, &format!("user:{i}")), 5);
     }

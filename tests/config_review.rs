@@ -120,7 +120,7 @@ fn names_of_any_length_and_bytes_are_kept_apart_and_forgotten() {
     let server = Server::start();
     let mut con = server.conn();
     // Calls on many limiters in a row, which would take kept configurations out of use.
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE ALWAYS");
     let mut names: Vec<Vec<u8>> = Vec::new();
     for len in [1usize, 7, 8, 9, 95, 96, 97, 255, 256, 257, 300, 4096] {
         for fill in [0u8, 0xff, b' '] {

@@ -182,7 +182,7 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
             "ratelimit.debug",
             "subcommand(oneof: SETCLOCK unix-ms(integer) | ADVANCE ms(integer) | \
              REALCLOCK realclock(pure-token) | \
-             KEEPCONFIGS mode(oneof: ALWAYS always(pure-token) | AUTO auto(pure-token)))",
+             CONFIGCACHE mode(oneof: ALWAYS always(pure-token) | AUTO auto(pure-token)))",
         ),
     ];
     let mut summaries = BTreeSet::new();

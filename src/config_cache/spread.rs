@@ -1,4 +1,4 @@
-//! How calls spread over limiters, which decides whether kept configurations are in use: they
+//! How calls spread over limiters, which decides whether the config cache is in use: they
 //! pay only while calls come back to few limiters. With calls at random over thousands of
 //! limiters, keeping and looking up entries cost 1.08x-1.10x a call with `config-cache no`
 //! (10 000 limiters, two servers side by side): the table's own memory read on every call, for
@@ -8,7 +8,7 @@
 //! name), so a sample costs one word of a 16 KiB array whether or not anything is kept. A sample
 //! that finds its own fingerprint is a limiter come back.
 
-use super::SLOTS;
+use super::table::SLOTS;
 
 /// One lookup in this many is sampled, on average. Which ones is drawn from a hash of the
 /// lookup's number, not every fourth: calls that alternate between a few limiters (a global one
@@ -59,7 +59,7 @@ pub struct Spread {
     enough: bool,
     /// Whether the first decision is made.
     decided: bool,
-    /// In use whatever the samples say (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`).
+    /// In use whatever the samples say (`RATELIMIT.DEBUG CONFIGCACHE ALWAYS`).
     held: bool,
     lookups: u32,
     samples: u32,
@@ -130,7 +130,7 @@ impl Spread {
     }
 
     /// Holds the table in use whatever the samples say, or lets them decide again from a new
-    /// window (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS|AUTO`).
+    /// window (`RATELIMIT.DEBUG CONFIGCACHE ALWAYS|AUTO`).
     pub fn hold(&mut self, held: bool) {
         self.held = held;
         if held {

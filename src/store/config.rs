@@ -1,11 +1,10 @@
 //! Decoding a limiter's configuration from its hash, or taking the one the config cache keeps.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisString;
 
-use super::field_ttls::{field_ttls, FieldTtls, CONFIG_FIELDS};
 use super::Limiter;
 use crate::args;
-use crate::config_cache::{self, Check, Known};
+use crate::config_cache;
 use crate::error::Error;
 use crate::key::{OpenMode, StaticString};
 use crate::keyspace;
@@ -21,7 +20,8 @@ pub(super) struct Fields {
 }
 
 impl Fields {
-    /// The fields found, a bit each in [`CONFIG_FIELDS`]' order.
+    /// The fields found, a bit each in the order of `rate`, `interval`, `type`,
+    /// `keepAliveTime`, `precision` (the config cache's `CONFIG_FIELDS`).
     pub(super) fn present(&self) -> u8 {
         [
             &self.rate,
@@ -43,13 +43,6 @@ pub(super) struct ReadConfig {
     present: u8,
 }
 
-/// What a call does with the configuration kept for its limiter.
-pub(super) enum KeptUse {
-    Use(Config),
-    /// Reads the hash as if nothing were kept, and keeps nothing new.
-    ReadInstead,
-}
-
 /// The hash's field names, as strings made once (see [`StaticString`]).
 pub(super) static FIELD_NAMES: [StaticString; 5] = [
     StaticString::new(keyspace::FIELD_RATE.to_bytes()),
@@ -69,78 +62,24 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         let fields = self.hash.hash_len();
         let mut may_keep = true;
         if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
-            match self.kept_use(known) {
-                KeptUse::Use(config) => return Ok(Some(config)),
-                KeptUse::ReadInstead => may_keep = false,
+            match config_cache::use_kept(self.ctx, self.db, self.name, known) {
+                Some(config) => return Ok(Some(config)),
+                None => may_keep = false,
             }
         }
         let config = self.read_config()?;
-        // Admitted before subscribing: a server whose table is out of use does not subscribe
-        // to events it would then be called back for on every write (on Redis 7.0, each
-        // keep-alive's expiries).
-        let keep =
-            may_keep && config_cache::admits(self.db, self.name) && config_cache::watch(self.ctx);
-        if keep {
-            // A field with a TTL of its own can expire with no event until the server deletes it.
-            let check = match field_ttls(self.ctx) {
-                FieldTtls::None => Some(Check::Done),
-                FieldTtls::Shown => (!self.hash.has_field_ttls()).then_some(Check::Done),
-                FieldTtls::Asked => Some(Check::Pending {
-                    present: config.present,
-                    uses: 0,
-                }),
-            };
-            if let Some(check) = check {
-                config_cache::remember(self.db, self.name, fields, config.config, check);
-            }
+        if may_keep {
+            config_cache::keep(
+                self.ctx,
+                self.db,
+                self.name,
+                fields,
+                config.config,
+                config.present,
+                || self.hash.has_field_ttls(),
+            );
         }
         Ok(Some(config.config))
-    }
-
-    /// Whether this call uses the configuration kept for the limiter, whose hash has the field
-    /// count it had: yes once its check, if any, has passed (made here when due); otherwise the
-    /// hash is read instead, and what is kept stays as it is (a pending entry is not kept anew,
-    /// nor one whose check just failed: it would only be checked again).
-    pub(super) fn kept_use(&self, known: &Known) -> KeptUse {
-        match known.check {
-            Check::Done => KeptUse::Use(known.config),
-            check if !check.due() => {
-                config_cache::used_unchecked(self.db, self.name);
-                KeptUse::ReadInstead
-            }
-            Check::Pending { present, .. } if self.fields_still(present) => {
-                config_cache::passed_check(self.db, self.name);
-                KeptUse::Use(known.config)
-            }
-            Check::Pending { .. } => {
-                config_cache::forget(self.db, self.name);
-                KeptUse::ReadInstead
-            }
-        }
-    }
-
-    /// Whether the configuration's fields found when it was kept (`present`, a bit each in
-    /// [`CONFIG_FIELDS`]' order) are all still there without a TTL of their own, asked of the
-    /// server (`HPTTL`) where it does not show field TTLs to modules (Redis 7.4, Valkey 9). A
-    /// field that had a TTL when it was read may have expired since, with no event until the
-    /// server deletes it: HPTTL then answers -2. From the check on, a TTL set on a field, and a
-    /// field added, is a hash event, which forgets the configuration.
-    pub(super) fn fields_still(&self, present: u8) -> bool {
-        let found: Vec<&[u8]> = CONFIG_FIELDS
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| present & (1 << i) != 0)
-            .map(|(_, field)| *field)
-            .collect();
-        let count = found.len().to_string();
-        let mut args: Vec<&[u8]> = vec![self.name, b"FIELDS", count.as_bytes()];
-        args.extend(&found);
-        match self.ctx.call("HPTTL", args.as_slice()) {
-            Ok(RedisValue::Array(ttls)) => {
-                ttls.len() == found.len() && ttls.iter().all(|ttl| *ttl == RedisValue::Integer(-1))
-            }
-            _ => false,
-        }
     }
 
     /// The configuration decoded from the hash, which exists, and the fields found.

@@ -3,7 +3,6 @@
 
 mod acquire;
 mod config;
-mod field_ttls;
 mod open;
 mod release;
 mod setrate;
@@ -20,7 +19,7 @@ use std::sync::atomic::Ordering;
 use redis_module::{Context, ContextFlags};
 
 use crate::args;
-use crate::config_cache::{self, Known};
+use crate::config_cache::Known;
 use crate::error::Error;
 use crate::ffi::server;
 use crate::key::{Effect, Key, OpenMode, Writable};
@@ -181,14 +180,10 @@ pub fn selected_db(ctx: &Context) -> i32 {
     server::selected_db(ctx)
 }
 
-/// At load: notes whether the server is a cluster node and whether to keep configurations at
-/// all, and forgets what an earlier load of the module kept and learned of the server.
-pub fn init(ctx: &Context, keep_configs: bool) {
-    config_cache::turn(keep_configs);
+/// At load: notes whether the server is a cluster node.
+pub fn init(ctx: &Context) {
     open::CLUSTER.store(
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
     );
-    field_ttls::forget();
-    config_cache::reset();
 }
