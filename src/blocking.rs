@@ -26,10 +26,10 @@ use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
-use crate::limiter::{Outcome, Reset};
+use crate::limiter::{Config, Outcome, Reset};
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
 use crate::stats;
-use crate::store::{self, Creation, Limiter, Turn};
+use crate::store::{self, Limiter, Turn};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
 const PAUSED_RETRY_MS: i64 = 10;
@@ -49,7 +49,7 @@ pub struct Acquire<'a> {
     pub timeout_ms: i64,
     pub client: Option<&'a [u8]>,
     /// Creates the limiter on first use.
-    pub create: Option<Creation>,
+    pub create: Option<Config>,
 }
 
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.

@@ -4,7 +4,7 @@
 use super::{Condition, Limiter, RateChange, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::limiter::{self, Acquire, Config, Logging, Mode, Outcome, Reset};
+use crate::limiter::{self, Acquire, Config, Logging, Outcome, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,33 +19,11 @@ pub enum Turn {
     FirstInLine,
 }
 
-/// A limiter to create on first use (the `RATE` option of the acquiring commands), exactly as
-/// `SETRATE key rate interval [mode] [KEEPALIVE ms] NX` would.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Creation {
-    pub rate: i64,
-    pub interval: i64,
-    pub mode: Mode,
-    pub keep_alive: i64,
-    pub precision: i64,
-}
-
-impl Creation {
-    pub(super) fn config(&self) -> Config {
-        Config {
-            rate: self.rate,
-            interval: self.interval,
-            mode: self.mode,
-            keep_alive: self.keep_alive,
-            precision: self.precision,
-        }
-    }
-}
-
 /// An acquisition read and decided, not yet written (see [`Limiter::attempt`]).
 pub struct Attempt<'c, M: OpenMode> {
     config: Config,
-    created: Option<Creation>,
+    /// The configuration of a limiter created by this acquisition (the `RATE` option).
+    created: Option<Config>,
     state: State<'c, M>,
     plan: Acquire,
     turn: Turn,
@@ -91,7 +69,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         permits: u32,
         now: i64,
         turn: Turn,
-        create: Option<&Creation>,
+        create: Option<&Config>,
         reset: Reset,
     ) -> Result<Verdict, Error>
     where
@@ -109,7 +87,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         permits: u32,
         now: i64,
         turn: Turn,
-        create: Option<&Creation>,
+        create: Option<&Config>,
         reset: Reset,
     ) -> Result<Attempt<'c, M>, Error>
     where
@@ -119,7 +97,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             (Some(config), _) => (config, None),
             (None, Some(creation)) => {
                 self.refuse_split(&[&self.hash])?;
-                (creation.config(), Some(*creation))
+                (*creation, Some(*creation))
             }
             (None, None) => {
                 return Err(self.require_config().err().unwrap_or(Error::NotInitialized))
@@ -195,16 +173,12 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     }
 
     /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
-    pub(super) fn create(&self, creation: &Creation) -> Result<(), Error>
+    pub(super) fn create(&self, config: &Config) -> Result<(), Error>
     where
         M: Writable,
     {
         let change = RateChange {
-            rate: creation.rate,
-            interval: creation.interval,
-            mode: creation.mode,
-            keep_alive: creation.keep_alive,
-            precision: creation.precision,
+            config: *config,
             condition: Some(Condition::IfAbsent),
             keep_state: false,
             client: None,

@@ -9,7 +9,7 @@ mod setrate;
 mod ttl;
 mod writes;
 
-pub use acquire::{Creation, Turn, Verdict};
+pub use acquire::{Turn, Verdict};
 pub use setrate::{Condition, RateChange};
 
 use std::ops::ControlFlow;

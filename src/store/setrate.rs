@@ -11,11 +11,7 @@ use crate::limiter::{self, Config, Mode};
 /// What SETRATE was asked to do; built by `commands::setrate`.
 #[derive(Debug)]
 pub struct RateChange<'a> {
-    pub rate: i64,
-    pub interval: i64,
-    pub mode: Mode,
-    pub keep_alive: i64,
-    pub precision: i64,
+    pub config: Config,
     pub condition: Option<Condition>,
     pub keep_state: bool,
     pub client: Option<&'a [u8]>,
@@ -36,12 +32,13 @@ impl<M: OpenMode> Limiter<'_, M> {
     where
         M: Writable,
     {
+        let config = &change.config;
         let fields = self.fields();
-        let new_type = type_field(change.mode);
-        let rate = change.rate.to_string();
-        let interval = change.interval.to_string();
-        let keep_alive = change.keep_alive.to_string();
-        let precision = change.precision.to_string();
+        let new_type = type_field(config.mode);
+        let rate = config.rate.to_string();
+        let interval = config.interval.to_string();
+        let keep_alive = config.keep_alive.to_string();
+        let precision = config.precision.to_string();
 
         if change.condition == Some(Condition::IfAbsent) {
             let mut set: Vec<(&std::ffi::CStr, &[u8])> = Vec::new();
@@ -59,15 +56,15 @@ impl<M: OpenMode> Limiter<'_, M> {
                 set.push((keyspace::FIELD_TYPE, new_type));
             }
             // A missing precision means 1: the field is written only when it says more.
-            if fields.precision.is_none() && change.precision != 1 {
+            if fields.precision.is_none() && config.precision != 1 {
                 set.push((keyspace::FIELD_PRECISION, precision.as_bytes()));
             }
             if !set.is_empty() {
                 self.hash.apply(Effect::HSet(&set));
             }
-            if created && change.keep_alive > 0 {
+            if created && config.keep_alive > 0 {
                 self.hash
-                    .apply(Effect::PExpireAt(expiry_in(change.keep_alive)));
+                    .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
             }
             return Ok(i64::from(created));
         }
@@ -80,13 +77,13 @@ impl<M: OpenMode> Limiter<'_, M> {
         let mode_changed = fields
             .kind
             .as_ref()
-            .is_some_and(|old| mode_of(old.as_slice()) != change.mode);
+            .is_some_and(|old| mode_of(old.as_slice()) != config.mode);
         let overall = self.open_state(&StateKeys::overall(self.name))?;
         let client = match change.client {
             Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
             None => None,
         };
-        let target = match change.mode {
+        let target = match config.mode {
             Mode::Overall => Some(&overall),
             Mode::PerClient => client.as_ref(),
         };
@@ -95,13 +92,13 @@ impl<M: OpenMode> Limiter<'_, M> {
                 // The permits logged are read off the value under the configuration in force;
                 // if either is unreadable, the log is summed instead (a repair).
                 let previous = match (self.config(), state.stored_value()) {
-                    (Ok(Some(config)), Ok(stored)) => Some((config, stored)),
+                    (Ok(Some(old)), Ok(stored)) => Some((old, stored)),
                     _ => None,
                 };
                 Some(limiter::keep_state(
-                    previous.as_ref().map(|(config, stored)| (config, *stored)),
-                    change.rate,
-                    change.interval,
+                    previous.as_ref().map(|(old, stored)| (old, *stored)),
+                    config.rate,
+                    config.interval,
                     state,
                     now,
                 )?)
@@ -115,7 +112,7 @@ impl<M: OpenMode> Limiter<'_, M> {
             (keyspace::FIELD_TYPE, new_type),
             (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
         ]));
-        if change.precision == 1 {
+        if config.precision == 1 {
             self.hash.apply(Effect::HDel(keyspace::FIELD_PRECISION));
         } else {
             self.hash.apply(Effect::HSet(&[(
@@ -123,9 +120,9 @@ impl<M: OpenMode> Limiter<'_, M> {
                 precision.as_bytes(),
             )]));
         }
-        if change.keep_alive > 0 {
+        if config.keep_alive > 0 {
             self.hash
-                .apply(Effect::PExpireAt(expiry_in(change.keep_alive)));
+                .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
         }
         if mode_changed {
             overall.delete();
@@ -137,14 +134,7 @@ impl<M: OpenMode> Limiter<'_, M> {
                 None => state.delete(),
                 Some(plan) => {
                     state.prune(plan.prune);
-                    let config = Config {
-                        rate: change.rate,
-                        interval: change.interval,
-                        mode: change.mode,
-                        keep_alive: change.keep_alive,
-                        precision: change.precision,
-                    };
-                    self.write_value_and_ttls(&config, state, Some(plan.value), 0);
+                    self.write_value_and_ttls(&change.config, state, Some(plan.value), 0);
                 }
             }
         }
