@@ -3,7 +3,7 @@
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, SETRATE,
 //! DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys (a
-//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `Limiter::try_acquire`
+//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `LimiterKeys::try_acquire`
 //! for the head, so it is applied and replicated as effects exactly like a TRYACQUIRE.
 //!
 //! The server may pause writes (CLIENT PAUSE WRITE|ALL, FAILOVER, CLUSTER FAILOVER, SHUTDOWN
@@ -26,10 +26,10 @@ use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
-use crate::limiter::{Config, Outcome, Reset};
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
+use crate::sliding_log::{Config, Outcome, Reset};
 use crate::stats;
-use crate::store::{self, Limiter, Turn};
+use crate::store::{self, LimiterKeys, Turn};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
 const PAUSED_RETRY_MS: i64 = 10;
@@ -42,7 +42,7 @@ enum Served {
 }
 
 /// An ACQUIRE as parsed by `commands::acquire`.
-pub struct Acquire<'a> {
+pub struct AcquireRequest<'a> {
     pub key: &'a [u8],
     pub permits: u32,
     /// 0 waits forever.
@@ -53,7 +53,7 @@ pub struct Acquire<'a> {
 }
 
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.
-pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
+pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
     let now = clock::now_ms();
     // A transaction or a script cannot block: there ACQUIRE answers as TRYACQUIRE does.
     let can_block = !ctx
@@ -64,7 +64,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
     } else {
         Turn::BehindWaiters
     };
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,
@@ -180,16 +180,17 @@ fn serve(ctx: &Context, queue: QueueId) {
     while let Some(head) = queue::head(queue) {
         server::select_db(ctx, head.db);
         let request = &head.request;
-        let result = Limiter::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-            limiter.try_acquire(
-                request.client.as_deref(),
-                request.permits,
-                clock::now_ms(),
-                Turn::FirstInLine,
-                None,
-                Reset::NotWanted,
-            )
-        });
+        let result =
+            LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+                limiter.try_acquire(
+                    request.client.as_deref(),
+                    request.permits,
+                    clock::now_ms(),
+                    Turn::FirstInLine,
+                    None,
+                    Reset::NotWanted,
+                )
+            });
         let served = match result.map(|verdict| verdict.outcome) {
             Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
             Ok(Outcome::Acquired) => {
@@ -229,7 +230,7 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     server::select_db(ctx, removed.db);
     let request = &removed.request;
-    let hint = Limiter::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+    let hint = LimiterKeys::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
         limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
     });
     match hint {

@@ -4,7 +4,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind};
+use super::doc::{Arg, ArgType, Doc, Keys};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
@@ -21,13 +21,13 @@ pub const DOC: Doc = Doc {
     key: Keys::None,
     args: &[Arg::new(
         c"subcommand",
-        Kind::OneOf(&[
-            Arg::new(c"unix-ms", Kind::Integer).after(c"SETCLOCK"),
-            Arg::new(c"ms", Kind::Integer).after(c"ADVANCE"),
+        ArgType::OneOf(&[
+            Arg::new(c"unix-ms", ArgType::Integer).after(c"SETCLOCK"),
+            Arg::new(c"ms", ArgType::Integer).after(c"ADVANCE"),
             Arg::token(c"realclock", c"REALCLOCK"),
             Arg::new(
                 c"mode",
-                Kind::OneOf(&[
+                ArgType::OneOf(&[
                     Arg::token(c"always", c"ALWAYS"),
                     Arg::token(c"auto", c"AUTO"),
                 ]),

@@ -24,9 +24,9 @@ use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::limiter::{Config, Mode, Outcome, Reset};
+use crate::sliding_log::{Config, Mode, Outcome, Reset};
 use crate::stats;
-use crate::store::{Limiter, Turn, Verdict};
+use crate::store::{LimiterKeys, Turn, Verdict};
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
 fn outcome_reply(outcome: Outcome) -> RedisValue {
@@ -125,7 +125,7 @@ pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Er
 /// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
 /// `INFO ratelimit`.
 fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result<Verdict, Error> {
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,

@@ -5,7 +5,7 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{
-    Arg, Doc, Keys, Kind, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
+    Arg, ArgType, Doc, Keys, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
 };
 use super::ConfigOptions;
 use crate::args::{self, Tokens};
@@ -13,7 +13,7 @@ use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::store::{Condition, Limiter, RateChange};
+use crate::store::{Condition, LimiterKeys, RateChange};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.setrate",
@@ -32,7 +32,7 @@ pub const DOC: Doc = Doc {
         PRECISION,
         Arg::new(
             c"condition",
-            Kind::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
+            ArgType::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
         )
         .optional(),
         Arg::token(c"keepstate", c"KEEPSTATE").optional(),
@@ -93,7 +93,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let reply = limiter.set_rate(&request.change, now)?;
     drop(limiter);
     blocking::nudge(ctx, request.key);
@@ -103,7 +103,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::Mode;
+    use crate::sliding_log::Mode;
 
     fn parse_all(args: &[&[u8]]) -> Result<RateChange<'static>, Error> {
         let owned: Vec<&'static [u8]> = args

@@ -5,7 +5,7 @@ use redis_module::{Context, RedisResult};
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, outcome_reply, parse_acquisition, Acquisition};
 use crate::error::Error;
-use crate::limiter::Reset;
+use crate::sliding_log::Reset;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",

@@ -13,7 +13,7 @@ use crate::events;
 use crate::ffi::server;
 use crate::key;
 use crate::keyspace;
-use crate::limiter::Config;
+use crate::sliding_log::Config;
 
 /// The configuration kept for the limiter `name` in `db`, `known` for a hash that still has the
 /// field count it had, if this call may use it: yes once its check, if any, has passed (made

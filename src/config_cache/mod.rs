@@ -84,7 +84,7 @@ fn admits(db: i32, name: &[u8]) -> bool {
 }
 
 /// Keeps a configuration read from a hash of `fields` fields (see [`Table::remember`]).
-fn remember(db: i32, name: &[u8], fields: usize, config: crate::limiter::Config, check: Check) {
+fn remember(db: i32, name: &[u8], fields: usize, config: crate::sliding_log::Config, check: Check) {
     let replaced = table().remember(db, name, fields, config, check);
     // The entry replaced is freed outside the lock.
     drop(replaced);

@@ -25,7 +25,7 @@ use redis_module::{Context, RedisString};
 use super::spread::Spread;
 use crate::ffi::key::KeptString;
 use crate::keyspace::StateKeys;
-use crate::limiter::Config;
+use crate::sliding_log::Config;
 
 /// Entries kept at most: enough for the limiters a server is busy with at once, at about 100
 /// bytes each (names longer than [`MAX_NAME`] are not kept).
@@ -440,7 +440,7 @@ impl Table {
 mod tests {
     use super::super::spread;
     use super::*;
-    use crate::limiter::Mode;
+    use crate::sliding_log::Mode;
 
     impl Table {
         /// The configuration kept, if its hash has `fields` fields (what the store checks).

@@ -1,10 +1,10 @@
 //! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
 //! committing it; AVAILABLE and the wait hint read the same way without writing.
 
-use super::{Condition, Limiter, RateChange, State};
+use super::{Condition, LimiterKeys, RateChange, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::limiter::{self, Acquire, Config, Logging, Outcome, Reset};
+use crate::sliding_log::{self, AcquirePlan, Config, Logging, Outcome, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,13 +19,13 @@ pub enum Turn {
     FirstInLine,
 }
 
-/// An acquisition read and decided, not yet written (see [`Limiter::attempt`]).
+/// An acquisition read and decided, not yet written (see [`LimiterKeys::attempt`]).
 pub struct Attempt<'c, M: OpenMode> {
     config: Config,
     /// The configuration of a limiter created by this acquisition (the `RATE` option).
     created: Option<Config>,
     state: State<'c, M>,
-    plan: Acquire,
+    plan: AcquirePlan,
     turn: Turn,
     now: i64,
     /// Permits queued ahead by blocked ACQUIRE clients.
@@ -61,7 +61,7 @@ pub struct Verdict {
     pub reset_after: i64,
 }
 
-impl<'c, M: OpenMode> Limiter<'c, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// TRYACQUIRE: take `permits` now or say how long to wait.
     pub fn try_acquire(
         &self,
@@ -116,10 +116,10 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             // Take nothing while others wait; hint at when they and this request could fit.
             Some(ahead) => {
                 let wait = hint(&config, stored, &state, now, ahead, permits)?;
-                let (available, reset_after) = limiter::status(&config, stored, &state, now)?;
-                Acquire::waiting(wait, available, reset_after)
+                let (available, reset_after) = sliding_log::status(&config, stored, &state, now)?;
+                AcquirePlan::waiting(wait, available, reset_after)
             }
-            None => limiter::try_acquire(&config, stored, &state, now, permits, reset)?,
+            None => sliding_log::try_acquire(&config, stored, &state, now, permits, reset)?,
         };
         Ok(Attempt {
             config,
@@ -203,7 +203,7 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
     pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
-        let available = limiter::available(&config, state.stored_value()?, &state, now)?;
+        let available = sliding_log::available(&config, state.stored_value()?, &state, now)?;
         let queued = self.queued_permits(&state).unwrap_or(0);
         Ok(available
             .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
@@ -227,7 +227,9 @@ pub(super) fn hint<M: OpenMode>(
         .min(rate)
         .min(u64::from(u32::MAX)) as u32;
     Ok(
-        match limiter::try_acquire(config, stored, state, now, wanted, Reset::NotWanted)?.outcome {
+        match sliding_log::try_acquire(config, stored, state, now, wanted, Reset::NotWanted)?
+            .outcome
+        {
             Outcome::Wait(ms) => ms,
             Outcome::Acquired => 1,
         },
@@ -236,7 +238,7 @@ pub(super) fn hint<M: OpenMode>(
 
 /// How long the client of an acquisition waits for its turn, for the TTL rule: a refusal that
 /// leaves a client waiting keeps the limiter alive until its turn.
-fn waiting(plan: &Acquire, turn: Turn, queued: u64) -> i64 {
+fn waiting(plan: &AcquirePlan, turn: Turn, queued: u64) -> i64 {
     match (plan.outcome, turn) {
         (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
         (Outcome::Wait(ms), Turn::BehindWaiters) if queued > 0 => ms,
@@ -247,7 +249,7 @@ fn waiting(plan: &Acquire, turn: Turn, queued: u64) -> i64 {
 impl Verdict {
     /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
     /// blocked ACQUIRE clients (counted as taken).
-    fn of(plan: &Acquire, rate: i64, queued: u64) -> Verdict {
+    fn of(plan: &AcquirePlan, rate: i64, queued: u64) -> Verdict {
         let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
         Verdict {
             outcome: if plan.append.is_some() {
@@ -272,8 +274,8 @@ impl Verdict {
 mod tests {
     use super::*;
 
-    fn refusal(wait: i64) -> Acquire {
-        Acquire::waiting(wait, 2, 300)
+    fn refusal(wait: i64) -> AcquirePlan {
+        AcquirePlan::waiting(wait, 2, 300)
     }
 
     #[test]
@@ -295,9 +297,12 @@ mod tests {
         assert_eq!(Verdict::of(&refusal(40), 10, 5).remaining, 0);
         assert_eq!(Verdict::of(&refusal(40), 10, u64::MAX).remaining, 0);
         assert_eq!(
-            Verdict::of(&Acquire::waiting(1, 50, 0), 10, 0).remaining,
+            Verdict::of(&AcquirePlan::waiting(1, 50, 0), 10, 0).remaining,
             10
         );
-        assert_eq!(Verdict::of(&Acquire::waiting(1, 5, 0), -1, 0).remaining, 0);
+        assert_eq!(
+            Verdict::of(&AcquirePlan::waiting(1, 5, 0), -1, 0).remaining,
+            0
+        );
     }
 }

@@ -2,13 +2,13 @@
 
 use redis_module::RedisString;
 
-use super::Limiter;
+use super::LimiterKeys;
 use crate::args;
 use crate::config_cache;
 use crate::error::Error;
 use crate::key::{OpenMode, StaticString};
 use crate::keyspace;
-use crate::limiter::{Config, Mode};
+use crate::sliding_log::{Config, Mode};
 
 /// The raw fields of a limiter hash, before validation.
 pub(super) struct Fields {
@@ -52,7 +52,7 @@ pub(super) static FIELD_NAMES: [StaticString; 5] = [
     StaticString::new(keyspace::FIELD_PRECISION.to_bytes()),
 ];
 
-impl<'c, M: OpenMode> Limiter<'c, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
     /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {

@@ -24,12 +24,12 @@ use crate::error::Error;
 use crate::ffi::server;
 use crate::key::{Effect, Key, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
-use crate::limiter::{Config, Entry, Mode, Order, PermitLog, Span};
 use crate::queue::{self, StateId};
+use crate::sliding_log::{Config, Entry, Mode, Order, PermitLog, Span};
 use open::Caller;
 
 /// A limiter: its configuration hash, open for reading or writing.
-pub struct Limiter<'c, M: OpenMode> {
+pub struct LimiterKeys<'c, M: OpenMode> {
     ctx: &'c Context,
     name: &'c [u8],
     hash: Key<'c, M>,
@@ -45,7 +45,7 @@ pub struct State<'c, M: OpenMode> {
     permits: Key<'c, M>,
 }
 
-impl<'c, M: OpenMode> Limiter<'c, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
     pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
         match (config.mode, client) {

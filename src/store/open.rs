@@ -6,15 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
 
-use super::{selected_db, Limiter, State};
+use super::{selected_db, LimiterKeys, State};
 use crate::config_cache;
 use crate::error::Error;
 use crate::ffi::acl::User;
-use crate::key::{Access, Key, Kind, OpenMode};
+use crate::key::{Access, Key, KeyType, OpenMode};
 use crate::keyspace::{self, StateKeys};
 use crate::migration;
 
-impl<'c, M: OpenMode> Limiter<'c, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
         refuse_cross_slot(name)?;
         Self::open_as(ctx, name, Caller::current(ctx))
@@ -39,8 +39,8 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
             Some(string) => Key::open_named(ctx, string),
             None => Key::open(ctx, name),
         };
-        expect_kind(&hash, Kind::Hash)?;
-        Ok(Limiter {
+        expect_kind(&hash, KeyType::Hash)?;
+        Ok(LimiterKeys {
             ctx,
             name,
             hash,
@@ -81,10 +81,10 @@ impl<'c, M: OpenMode> Limiter<'c, M> {
         permits: impl FnOnce() -> Key<'c, M>,
     ) -> Result<State<'c, M>, Error> {
         self.caller.check(&value)?;
-        expect_kind(&value, Kind::String)?;
+        expect_kind(&value, KeyType::String)?;
         let permits = permits();
         self.caller.check(&permits)?;
-        expect_kind(&permits, Kind::ZSet)?;
+        expect_kind(&permits, KeyType::ZSet)?;
         self.refuse_split(&[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
     }
@@ -135,9 +135,9 @@ pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
 /// Whether the server runs in cluster mode, which is fixed when it starts.
 pub(super) static CLUSTER: AtomicBool = AtomicBool::new(false);
 
-pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: Kind) -> Result<(), Error> {
-    match key.kind() {
-        Kind::Empty => Ok(()),
+pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Result<(), Error> {
+    match key.key_type() {
+        KeyType::Empty => Ok(()),
         k if k == kind => Ok(()),
         _ => Err(Error::WrongType),
     }

@@ -2,12 +2,12 @@
 
 use std::ops::ControlFlow;
 
-use super::{score_ms, Limiter};
+use super::{score_ms, LimiterKeys};
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
-use crate::limiter::{self, Entry, Order, Prune, Span};
+use crate::sliding_log::{self, Entry, Order, Prune, Span};
 
-impl<M: OpenMode> Limiter<'_, M> {
+impl<M: OpenMode> LimiterKeys<'_, M> {
     /// RELEASE: give back up to `permits` of the newest acquisitions. Returns how many.
     pub fn release(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error>
     where
@@ -15,7 +15,7 @@ impl<M: OpenMode> Limiter<'_, M> {
     {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
-        let plan = limiter::release(&config, state.stored_value()?, &state, now, permits)?;
+        let plan = sliding_log::release(&config, state.stored_value()?, &state, now, permits)?;
         // The entry to split, read before anything is written: the newest one after the prune
         // (which only removes older entries) and the removals.
         let mut shrink = None;
@@ -28,7 +28,7 @@ impl<M: OpenMode> Limiter<'_, M> {
                         skip -= 1;
                         return Ok::<_, Error>(ControlFlow::Continue(()));
                     }
-                    let replacement = limiter::split_member(member, permits)
+                    let replacement = sliding_log::split_member(member, permits)
                         .map_err(|e| Error::corrupt(state.permits.name(), e.to_string()))?;
                     shrink = Some((member.to_vec(), score_ms(score), replacement, permits));
                     Ok(ControlFlow::Break(()))

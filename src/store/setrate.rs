@@ -2,11 +2,11 @@
 
 use super::config::{mode_of, type_field};
 use super::ttl::expiry_in;
-use super::Limiter;
+use super::LimiterKeys;
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
-use crate::limiter::{self, Config, Mode};
+use crate::sliding_log::{self, Config, Mode};
 
 /// What SETRATE was asked to do; built by `commands::setrate`.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub enum Condition {
     IfExists,
 }
 
-impl<M: OpenMode> Limiter<'_, M> {
+impl<M: OpenMode> LimiterKeys<'_, M> {
     /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
     pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error>
     where
@@ -95,7 +95,7 @@ impl<M: OpenMode> Limiter<'_, M> {
                     (Ok(Some(old)), Ok(stored)) => Some((old, stored)),
                     _ => None,
                 };
-                Some(limiter::keep_state(
+                Some(sliding_log::keep_state(
                     previous.as_ref().map(|(old, stored)| (old, *stored)),
                     config.rate,
                     config.interval,

@@ -2,13 +2,13 @@
 //! the value it writes: with a keep-alive, refresh it on all three keys; otherwise give the state
 //! keys the hash's expiry.
 
-use super::{Limiter, State};
+use super::{LimiterKeys, State};
 use crate::args;
 use crate::clock;
 use crate::key::{Effect, Key, OpenMode, Writable};
-use crate::limiter::Config;
+use crate::sliding_log::Config;
 
-impl<M: OpenMode> Limiter<'_, M> {
+impl<M: OpenMode> LimiterKeys<'_, M> {
     /// The value, if it changed, and the TTL rule (see [`apply`]) on the limiter's hash and
     /// `state`.
     pub(super) fn write_value_and_ttls(

@@ -8,7 +8,7 @@ use super::State;
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
 use crate::keyspace;
-use crate::limiter::{self, Entry, Order, Prune, Span};
+use crate::sliding_log::{self, Entry, Order, Prune, Span};
 
 /// Attempts at drawing a member id not already in the log. A 128-bit collision is practically
 /// impossible; the bound only guarantees termination.
@@ -46,7 +46,7 @@ impl<M: OpenMode> State<'_, M> {
     }
 
     /// Adds `entry`'s permits to the entry already logged at its score, if there is one it may
-    /// join (see [`limiter::merged_member`]). False if nothing was merged.
+    /// join (see [`sliding_log::merged_member`]). False if nothing was merged.
     pub(super) fn merge(&self, entry: Entry) -> bool
     where
         M: Writable,
@@ -63,7 +63,7 @@ impl<M: OpenMode> State<'_, M> {
         let Some(old) = found else {
             return false;
         };
-        let Some(merged) = limiter::merged_member(&old, entry.permits) else {
+        let Some(merged) = sliding_log::merged_member(&old, entry.permits) else {
             return false;
         };
         // Added before the old one goes, so the log never empties (and keeps its TTL). An
@@ -81,7 +81,7 @@ impl<M: OpenMode> State<'_, M> {
 
     /// Logs `entry` by moving the oldest expired entry (at or below `cutoff`) to its score (one
     /// `ZADD XX`) instead of pruning that entry and adding a fresh one (`ZREMRANGEBYSCORE` +
-    /// `ZADD`), where [`limiter::recycled_member`] allows it. A steady limiter, where each grant
+    /// `ZADD`), where [`sliding_log::recycled_member`] allows it. A steady limiter, where each grant
     /// replaces one expired grant, then makes one write per grant. False if nothing was moved;
     /// the caller then logs as usual.
     pub(super) fn recycle(&self, cutoff: i64, entry: Entry) -> bool
@@ -92,7 +92,7 @@ impl<M: OpenMode> State<'_, M> {
         let _ = self
             .permits
             .zscan::<()>(Span::UpTo(cutoff), Order::OldestFirst, |_, member| {
-                oldest = limiter::recycled_member(member, entry.permits);
+                oldest = sliding_log::recycled_member(member, entry.permits);
                 Ok(ControlFlow::Break(()))
             });
         oldest.is_some_and(|member| {

@@ -129,7 +129,7 @@ pub enum Prune {
 
 /// The writes an acquisition makes: prune, then append, then store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Acquire {
+pub struct AcquirePlan {
     pub outcome: Outcome,
     pub prune: Prune,
     pub append: Option<Entry>,
@@ -141,12 +141,12 @@ pub struct Acquire {
     /// Milliseconds until every permit logged after this plan has expired; 0 if none is, and
     /// on a refusal asked for with [`Reset::NotWanted`].
     pub reset_after: i64,
-    /// What is stored and logged before the plan, for [`Acquire::without_grant`].
+    /// What is stored and logged before the plan, for [`AcquirePlan::without_grant`].
     stored: Option<i64>,
     newest_live: Option<i64>,
 }
 
-impl Acquire {
+impl AcquirePlan {
     /// Whether an entry may already be logged at the score of the grant's entry (which it then
     /// joins): only if the newest live entry is not older. Grants in increasing milliseconds,
     /// the usual case, skip looking.
@@ -158,7 +158,7 @@ impl Acquire {
     }
 }
 
-impl Acquire {
+impl AcquirePlan {
     /// How the grant's entry, if any, goes into the log: recycling an expired entry is tried
     /// only when the plan prunes up to a cutoff the entry is newer than and no entry may already
     /// be logged at its score; otherwise it joins one there if it may, or is new.
@@ -172,10 +172,10 @@ impl Acquire {
     }
 }
 
-impl Acquire {
+impl AcquirePlan {
     /// A request refused because clients blocked in ACQUIRE wait ahead of it: nothing written.
-    pub fn waiting(wait: i64, available: i64, reset_after: i64) -> Acquire {
-        Acquire {
+    pub fn waiting(wait: i64, available: i64, reset_after: i64) -> AcquirePlan {
+        AcquirePlan {
             outcome: Outcome::Wait(wait),
             prune: Prune::Nothing,
             append: None,
@@ -189,14 +189,14 @@ impl Acquire {
 
     /// The same attempt, refused: the prune and the refreshed value are kept, nothing is taken
     /// (an all-or-nothing acquisition over several limiters that one of them refuses).
-    pub fn without_grant(&self, now: i64, interval: i64) -> Acquire {
+    pub fn without_grant(&self, now: i64, interval: i64) -> AcquirePlan {
         let Some(entry) = self.append else {
             return *self;
         };
         let available = self
             .available_after
             .saturating_add(i64::from(entry.permits));
-        Acquire {
+        AcquirePlan {
             append: None,
             value: value_to_write(self.stored, available, false),
             available_after: available,
@@ -206,7 +206,7 @@ impl Acquire {
     }
 }
 
-/// How a granted entry goes into the log, decided from the plan (see [`Acquire::logging`]).
+/// How a granted entry goes into the log, decided from the plan (see [`AcquirePlan::logging`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Logging {
     /// Move the oldest expired entry (scored at or below `cutoff`) to the entry's score instead
@@ -262,7 +262,7 @@ impl std::fmt::Display for SplitError {
     }
 }
 
-/// The member RELEASE leaves in place of the newest entry it splits ([`Release::shrink_newest_to`]):
+/// The member RELEASE leaves in place of the newest entry it splits ([`ReleasePlan::shrink_newest_to`]):
 /// the same id with `permits` left, in the layout this module writes whatever layout it came in.
 pub fn split_member(member: &[u8], permits: u32) -> Result<Vec<u8>, SplitError> {
     let id = keyspace::decode_member(member)
@@ -273,7 +273,7 @@ pub fn split_member(member: &[u8], permits: u32) -> Result<Vec<u8>, SplitError> 
 
 /// The writes a release makes: prune, remove the newest entries, shrink the next one, store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Release {
+pub struct ReleasePlan {
     pub released: i64,
     pub prune: Prune,
     /// How many of the newest (live) entries to remove whole.
@@ -285,7 +285,7 @@ pub struct Release {
 
 /// The writes of a reconfiguration that keeps the state (SETRATE KEEPSTATE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeepState {
+pub struct KeepStatePlan {
     pub prune: Prune,
     /// The new rate less the permits still logged: negative when the window already holds more
     /// than a lowered rate. That debt is paid as entries expire, so nothing is granted until
@@ -385,7 +385,7 @@ pub fn try_acquire<L: PermitLog>(
     now: i64,
     permits: u32,
     reset: Reset,
-) -> Result<Acquire, L::Error> {
+) -> Result<AcquirePlan, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let wanted = i64::from(permits);
     let available = state.available;
@@ -393,7 +393,7 @@ pub fn try_acquire<L: PermitLog>(
         let score = config.entry_score(now);
         let newest_live = state.newest_live(log)?;
         let newest = newest_live.map_or(score, |t| t.max(score));
-        return Ok(Acquire {
+        return Ok(AcquirePlan {
             outcome: Outcome::Acquired,
             prune: state.prune,
             append: Some(Entry { score, permits }),
@@ -414,7 +414,7 @@ pub fn try_acquire<L: PermitLog>(
         Reset::Wanted => state.newest_live(log)?,
         Reset::NotWanted => None,
     };
-    Ok(Acquire {
+    Ok(AcquirePlan {
         outcome: Outcome::Wait(wait),
         prune: state.prune,
         append: None,
@@ -461,11 +461,11 @@ pub fn release<L: PermitLog>(
     log: &L,
     now: i64,
     permits: u32,
-) -> Result<Release, L::Error> {
+) -> Result<ReleasePlan, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let live = state.live(config);
     if state.any_live() && live > 0 && i64::from(permits) >= live {
-        return Ok(Release {
+        return Ok(ReleasePlan {
             released: live,
             prune: Prune::All,
             remove_newest: 0,
@@ -500,7 +500,7 @@ pub fn release<L: PermitLog>(
     }
     let released = i64::from(permits - remaining);
     let value = state.available.saturating_add(released).min(config.rate);
-    Ok(Release {
+    Ok(ReleasePlan {
         released,
         prune: state.prune,
         remove_newest,
@@ -522,7 +522,7 @@ pub fn keep_state<L: PermitLog>(
     interval: i64,
     log: &L,
     now: i64,
-) -> Result<KeepState, L::Error> {
+) -> Result<KeepStatePlan, L::Error> {
     let cutoff = now.saturating_sub(interval);
     let live = match previous {
         Some((old, stored)) => {
@@ -547,7 +547,7 @@ pub fn keep_state<L: PermitLog>(
     } else {
         Prune::Nothing
     };
-    Ok(KeepState {
+    Ok(KeepStatePlan {
         prune,
         value: rate.saturating_sub(live),
     })
@@ -684,7 +684,7 @@ mod tests {
             self.0.insert(at, Entry { score, permits });
         }
         /// Applies an acquisition plan, as the store does.
-        fn apply(&mut self, plan: &Acquire, value: &mut Option<i64>) {
+        fn apply(&mut self, plan: &AcquirePlan, value: &mut Option<i64>) {
             self.prune(plan.prune);
             if let Some(e) = plan.append {
                 self.push(e.score, e.permits);
@@ -765,7 +765,7 @@ mod tests {
         }
     }
 
-    fn acquire(cfg: &Config, value: Option<i64>, log: &MemLog, now: i64, n: u32) -> Acquire {
+    fn acquire(cfg: &Config, value: Option<i64>, log: &MemLog, now: i64, n: u32) -> AcquirePlan {
         match try_acquire(cfg, value, log, now, n, Reset::Wanted) {
             Ok(plan) => plan,
             Err(never) => match never {},
@@ -786,7 +786,7 @@ mod tests {
         assert_eq!(wanted.reset_after, 900, "free at 5400 + 1000");
         assert_eq!(not_wanted.reset_after, 0);
         assert_eq!(
-            Acquire {
+            AcquirePlan {
                 reset_after: 0,
                 newest_live: None,
                 ..wanted
