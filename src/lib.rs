@@ -1,16 +1,24 @@
-//! ratelimit: Redisson's `RRateLimiter` as native Redis commands.
+//! ratelimit: Redisson's `RRateLimiter` as native Redis commands. This file: the load options,
+//! who listens to which events, and the registration of every command.
 //!
 //! Layers, each importing only the ones below it:
-//! `lib.rs` (registration: creates each command from its `commands::*::DOC`) -> `commands/` (a
-//! file per command: parse, call the store, shape the reply) -> `blocking` (serving clients
-//! blocked in ACQUIRE) -> `store` (the limiter's keys: open, check, decide, apply) -> `key` (raw
-//! key access; `Key::apply` is the one place writes are made, replicated and notified) /
-//! `migration` (slot-migration checks in cluster mode) / `limiter` (the pure sliding log) /
-//! `keyspace` (names and member bytes) / `queue` (the waiters' bookkeeping) / `stats` (INFO
-//! counters) / `config_cache` (configurations kept between calls) -> `args`, `error`, `clock` ->
-//! `ffi` (the server's C API behind small safe functions, raw key access included, and the
-//! callbacks the server calls, which reach up through traits its callers implement: the one
-//! module with unsafe code, importing none of the others).
+//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
+//! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
+//! 3. `blocking`: serving the clients blocked in ACQUIRE.
+//! 4. `store/`: a limiter's keys: open and check them, decode the configuration, apply the
+//!    sliding log's plans with the TTL rule. `tat`: a GCRA drop-in's key. `migration`: the
+//!    slot-migration checks of cluster mode.
+//! 5. `config_cache/` (configurations kept between calls), `events` (the one owner of event
+//!    subscriptions: the others register listeners with it at load and it imports none of
+//!    them), `queue` (the waiters' bookkeeping, which the store reads to count permits
+//!    queued), `evictions` and `stats` (INFO).
+//! 6. `key`: typed key access; `Key::apply` is the one place writes are made, replicated and
+//!    notified.
+//! 7. `clock` (the module's clock over the server's), and the pure code that knows nothing of
+//!    Redis: `sliding_log`, `gcra`, `keyspace` (names and member bytes), `args`, `error`.
+//! 8. `ffi/`: the server's C API behind small safe functions, and the callbacks the server
+//!    calls, which reach up through traits their callers implement: the one module with unsafe
+//!    code, importing none of the others.
 
 // Unsafe code lives in `ffi` alone, where every block says why it is sound.
 #![deny(unsafe_code)]

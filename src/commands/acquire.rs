@@ -1,6 +1,8 @@
-//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id]`: a blocking acquire served by the
-//! server, first come first served. Replies nil once acquired, or the wait hint if TIMEOUT ran
-//! out first. Inside MULTI or a script it does not block and answers as TRYACQUIRE.
+//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id] [RATE rate interval [OVERALL |
+//! PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the server, first
+//! come first served; `RATE` creates the limiter on first use. Replies nil once acquired, or the
+//! wait hint if TIMEOUT ran out first. Inside MULTI or a script it does not block and answers as
+//! TRYACQUIRE.
 
 use redis_module::{Context, RedisResult};
 

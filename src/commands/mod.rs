@@ -142,7 +142,8 @@ fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result
 }
 
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
-/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]`, and `[TIMEOUT ms]`
+/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
+/// `[TIMEOUT ms]`
 /// where the command takes it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct AcquireOptions<'a> {

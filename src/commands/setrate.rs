@@ -1,6 +1,6 @@
-//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [NX | XX]
-//! [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate` with NX,
-//! `setRate` without a flag, `updateRate` with XX).
+//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]
+//! [NX | XX] [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate`
+//! with NX, `setRate` without a flag, `updateRate` with XX).
 
 use redis_module::{Context, RedisResult, RedisValue};
 

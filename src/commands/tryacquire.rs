@@ -1,4 +1,6 @@
-//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id]`: take permits now, or reply how long to wait.
+//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT]
+//! [KEEPALIVE ms] [PRECISION ms]]`: take permits now, or reply how long to wait; `RATE` creates
+//! the limiter on first use.
 
 use redis_module::{Context, RedisResult};
 
