@@ -5,7 +5,7 @@
 use redis_module::Context;
 
 use crate::error::Error;
-use crate::gcra::Write as TatWrite;
+use crate::gcra::TatWrite;
 use crate::key::{Effect, Key, KeyType, Write};
 
 pub struct TatKey<'c> {
