@@ -1,5 +1,6 @@
-//! The limiter's Redis keys, one file per job; writes go through [`Key`], which replicates
-//! each of them as its effect.
+//! The store: a limiter's Redis keys ([`LimiterKeys`]) and what the commands do to them, a file
+//! per job; this file holds the keys of a limiter and of its states, and reads the permit log
+//! from its zset. Writes go through [`Key`], which replicates each of them as its effect.
 
 mod acquire;
 mod config;
