@@ -20,6 +20,7 @@ use crate::sliding_log::Config;
 /// here when due); otherwise `None`, and the caller reads the hash instead and keeps nothing
 /// new (a pending entry is not kept anew, nor one whose check just failed: it would only be
 /// checked again).
+#[inline]
 pub fn use_kept(ctx: &Context, db: i32, name: &[u8], known: &Known) -> Option<Config> {
     match known.check {
         Check::Done => Some(known.config),

@@ -214,6 +214,7 @@ impl Table {
     /// counting the lookup in how calls spread; its strings are references owned by `ctx`'s
     /// command. Found, the entry counts as used (for its second chance in
     /// [`Table::remember`]), whatever the command does with it.
+    #[inline]
     pub fn lookup(&mut self, ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
         let place = Place::of(db, name);
         if !self.spread.count(place.slot, place.fingerprint) {

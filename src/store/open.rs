@@ -108,6 +108,7 @@ impl Caller {
         Caller(User::current(ctx))
     }
 
+    #[inline]
     pub(super) fn check<M: OpenMode>(&self, key: &Key<'_, M>) -> Result<(), Error> {
         match &self.0 {
             Some(user) if !user.may_access(key.name_string(), M::ACCESS == Access::Write) => {

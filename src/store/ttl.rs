@@ -68,6 +68,7 @@ impl<M: Writable> ValueKey for Key<'_, M> {
 /// keep-alive runs from then, so a limiter never expires under its waiters. A value written
 /// takes its expiry in the same `SET ... PXAT`: on a grant, one write and one replicated command
 /// fewer than a `SET` and a `PEXPIREAT`. `now` is the server's clock, read only for a keep-alive.
+#[inline]
 pub(super) fn apply(
     keep_alive: i64,
     waiting: i64,
