@@ -3,7 +3,7 @@
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, SETRATE,
 //! DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys (a
-//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `Limiter::try_acquire`
+//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `LimiterKeys::try_acquire`
 //! for the head, so it is applied and replicated as effects exactly like a TRYACQUIRE.
 //!
 //! The server may pause writes (CLIENT PAUSE WRITE|ALL, FAILOVER, CLUSTER FAILOVER, SHUTDOWN
@@ -16,23 +16,20 @@
 //! the queue first; the others find it gone and do nothing.
 
 use std::any::Any;
-use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisValue, Status};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisValue, Status};
 
 use crate::clock;
-use crate::config_cache;
 use crate::error::Error;
+use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
-use crate::ffi::events::{self, DatasetWatcher, KeyWatcher};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
-use crate::limiter::{Outcome, Reset};
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
+use crate::sliding_log::{Config, Outcome, Reset};
 use crate::stats;
-use crate::store::{self, Creation, Limiter, Turn};
+use crate::store::{self, LimiterKeys, Turn};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
 const PAUSED_RETRY_MS: i64 = 10;
@@ -45,18 +42,18 @@ enum Served {
 }
 
 /// An ACQUIRE as parsed by `commands::acquire`.
-pub struct Acquire<'a> {
+pub struct AcquireRequest<'a> {
     pub key: &'a [u8],
     pub permits: u32,
     /// 0 waits forever.
     pub timeout_ms: i64,
     pub client: Option<&'a [u8]>,
     /// Creates the limiter on first use.
-    pub create: Option<Creation>,
+    pub create: Option<Config>,
 }
 
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.
-pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
+pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
     let now = clock::now_ms();
     // A transaction or a script cannot block: there ACQUIRE answers as TRYACQUIRE does.
     let can_block = !ctx
@@ -67,7 +64,7 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
     } else {
         Turn::BehindWaiters
     };
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,
@@ -110,7 +107,8 @@ pub fn acquire(ctx: &Context, request: &Acquire<'_>) -> RedisResult {
             queue::set_deadline(waiter, timer);
         }
     }
-    watch_keyspace(ctx);
+    // From the first client blocked on, writes to the watched keys and keys leaving.
+    events::watch_for_waiters(ctx);
     if first {
         schedule(ctx, queue, wait);
     }
@@ -145,7 +143,6 @@ pub fn stop_all_timers(ctx: &Context) {
 /// loaded again may find its library still mapped, statics and all.
 pub fn reset() {
     queue::reset();
-    SUBSCRIBED.store(false, Ordering::Relaxed);
 }
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
@@ -183,16 +180,17 @@ fn serve(ctx: &Context, queue: QueueId) {
     while let Some(head) = queue::head(queue) {
         server::select_db(ctx, head.db);
         let request = &head.request;
-        let result = Limiter::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-            limiter.try_acquire(
-                request.client.as_deref(),
-                request.permits,
-                clock::now_ms(),
-                Turn::FirstInLine,
-                None,
-                Reset::NotWanted,
-            )
-        });
+        let result =
+            LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+                limiter.try_acquire(
+                    request.client.as_deref(),
+                    request.permits,
+                    clock::now_ms(),
+                    Turn::FirstInLine,
+                    None,
+                    Reset::NotWanted,
+                )
+            });
         let served = match result.map(|verdict| verdict.outcome) {
             Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
             Ok(Outcome::Acquired) => {
@@ -232,7 +230,7 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     server::select_db(ctx, removed.db);
     let request = &removed.request;
-    let hint = Limiter::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+    let hint = LimiterKeys::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
         limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
     });
     match hint {
@@ -325,49 +323,16 @@ impl Blocker for Waiters {
     }
 }
 
-impl KeyWatcher for Waiters {
-    /// A write to some key: if it is a key a queue watches, that queue may be servable now.
-    /// Writing is not allowed here, so it only sets a 0 ms timer.
-    fn key_event(ctx: &Context, _event: &[u8], name: &[u8]) {
-        // The module's own writes free nothing it does not already know of.
-        if queue::is_empty() || key::is_own_event() {
-            return;
-        }
-        for queue in queue::watching(store::selected_db(ctx), name) {
-            schedule(ctx, queue, 0);
-        }
-    }
-}
-
-impl DatasetWatcher for Waiters {
-    /// Whole databases changed: every configuration kept may be of a hash that is gone or
-    /// replaced, and every waiter's limiter may be gone or another.
-    fn dataset_changed(ctx: &Context) {
-        config_cache::forget_all();
-        nudge_all(ctx);
-    }
-}
-
-/// Whether this load of the module has subscribed to keyspace events for its waiters.
-static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
-
-/// Subscribes to keyspace events the first time a client blocks, so a server that never uses
-/// ACQUIRE pays nothing for them: writes to the watched keys, and keys leaving (the KEY server
-/// event where the server has it, which also serves the kept configurations; keyspace events
-/// of keys as a whole on Redis 7.0). (Whole-database changes are subscribed to at load.)
-fn watch_keyspace(ctx: &Context) {
-    if SUBSCRIBED.swap(true, Ordering::Relaxed) {
+/// A write to some key (see [`events::KeyListener`]): if it is a key a queue watches, that
+/// queue may be servable now. Writing is not allowed here, so it only sets a 0 ms timer.
+pub fn key_written(ctx: &Context, _event: &[u8], name: &[u8]) {
+    // The module's own writes free nothing it does not already know of.
+    if queue::is_empty() || key::is_own_event() {
         return;
     }
-    let mut classes = raw::REDISMODULE_NOTIFY_STRING
-        | raw::REDISMODULE_NOTIFY_HASH
-        | raw::REDISMODULE_NOTIFY_ZSET;
-    if !store::watch_removals(ctx) {
-        classes |= raw::REDISMODULE_NOTIFY_GENERIC
-            | raw::REDISMODULE_NOTIFY_EXPIRED
-            | raw::REDISMODULE_NOTIFY_EVICTED;
+    for queue in queue::watching(server::selected_db(ctx), name) {
+        schedule(ctx, queue, 0);
     }
-    events::watch_keys::<Waiters>(ctx, classes as c_int);
 }
 
 /// A key left the keyspace (deleted, expired, evicted, overwritten, moved or renamed away): the
@@ -380,10 +345,4 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
     for queue in queue::watching(db, key) {
         schedule(ctx, queue, 0);
     }
-}
-
-/// Subscribes at load to the server events that change whole databases without a per-key
-/// event (see [`DatasetWatcher`]).
-pub fn watch_server_events(ctx: &Context) {
-    events::watch_datasets::<Waiters>(ctx);
 }

@@ -2,36 +2,33 @@
 //! `INFO ratelimit` (`ratelimit_evicted_keys`), and the first one logged, so an operator learns
 //! that limiters lose state (docs/operations.md, "Lost state").
 //!
-//! The module subscribes at load to the `evicted` keyspace events alone, which the server fires
-//! only when it evicts: nothing else pays for them. The key is gone by then, so a value or
+//! The events owner subscribes at load to the `evicted` keyspace events alone for it, which the
+//! server fires only when it evicts: nothing else pays for them. The key is gone by then, so a value or
 //! permits key is known by its name, and a hash by the state keys its name derives that are
 //! still there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::{raw, Context};
+use redis_module::Context;
 
-use crate::ffi::events::{self, KeyWatcher};
 use crate::key::{Key, Read};
 use crate::keyspace::{self, StateKeys};
 use crate::stats;
 
-enum Evictions {}
-
-impl KeyWatcher for Evictions {
-    fn key_event(ctx: &Context, _event: &[u8], key: &[u8]) {
-        if !is_limiter_key(ctx, key) {
-            return;
-        }
-        stats::add(&stats::EVICTED_KEYS);
-        if !LOGGED.swap(true, Ordering::Relaxed) {
-            ctx.log_warning(&format!(
-                "ratelimit: a limiter key was evicted ('{}'): with maxmemory, limiters lose state \
-                 and may admit more than their rate; use maxmemory-policy noeviction (INFO \
-                 ratelimit counts them in ratelimit_evicted_keys; logged once)",
-                crate::error::Printable(key)
-            ));
-        }
+/// A key was evicted (an [`events::KeyListener`](crate::events::KeyListener)): counted, and
+/// the first one logged, if it was a limiter's.
+pub fn key_evicted(ctx: &Context, _event: &[u8], key: &[u8]) {
+    if !is_limiter_key(ctx, key) {
+        return;
+    }
+    stats::add(&stats::EVICTED_KEYS);
+    if !LOGGED.swap(true, Ordering::Relaxed) {
+        ctx.log_warning(&format!(
+            "ratelimit: a limiter key was evicted ('{}'): with maxmemory, limiters lose state \
+             and may admit more than their rate; use maxmemory-policy noeviction (INFO \
+             ratelimit counts them in ratelimit_evicted_keys; logged once)",
+            crate::error::Printable(key)
+        ));
     }
 }
 
@@ -51,8 +48,7 @@ fn is_limiter_key(ctx: &Context, key: &[u8]) -> bool {
 /// Whether the first eviction was logged (this load).
 static LOGGED: AtomicBool = AtomicBool::new(false);
 
-/// At load: subscribes to evictions. False if the server refused.
-pub fn watch(ctx: &Context) -> bool {
+/// At load: the first eviction of this load is logged again.
+pub fn reset() {
     LOGGED.store(false, Ordering::Relaxed);
-    events::watch_keys::<Evictions>(ctx, raw::REDISMODULE_NOTIFY_EVICTED)
 }

@@ -45,12 +45,12 @@ impl Decision {
         seconds: fn(i64) -> i64,
     ) -> Outcome {
         let write = if self.allowed && store {
-            Write::Store {
+            TatWrite::Store {
                 tat: self.new_tat,
                 expires_at: expiry_ms(self.new_tat.div_euclid(units_per_ms), now_ms),
             }
         } else {
-            Write::Nothing
+            TatWrite::Nothing
         };
         Outcome {
             limited: !self.allowed,
@@ -111,7 +111,7 @@ pub struct Outcome {
     pub retry_after: i64,
     /// Seconds until the bucket is full again.
     pub reset_after: i64,
-    pub write: Write,
+    pub write: TatWrite,
 }
 
 impl Outcome {
@@ -128,7 +128,7 @@ impl Outcome {
 
 /// The write a call makes: none when limited or peeking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Write {
+pub enum TatWrite {
     Nothing,
     /// Store the TAT (in the flavour's unit), expiring at `expires_at` (unix ms).
     Store {
@@ -217,9 +217,9 @@ impl Throttle {
                 retry_after: -1,
                 reset_after: 0,
                 write: if tat_ns.is_some() && quantity < 0 {
-                    Write::Delete
+                    TatWrite::Delete
                 } else {
-                    Write::Nothing
+                    TatWrite::Nothing
                 },
             });
         }
@@ -344,9 +344,9 @@ mod tests {
             .map(|&(at, quantity)| {
                 let outcome = t.call(tat, NOW + at, quantity).unwrap();
                 match outcome.write {
-                    Write::Store { tat: v, .. } => tat = Some(v),
-                    Write::Delete => tat = None,
-                    Write::Nothing => {}
+                    TatWrite::Store { tat: v, .. } => tat = Some(v),
+                    TatWrite::Delete => tat = None,
+                    TatWrite::Nothing => {}
                 }
                 outcome.reply()
             })
@@ -378,13 +378,13 @@ mod tests {
     fn throttle_peek_writes_nothing() {
         let t = throttle(2, 10, 60);
         let peek = t.call(None, NOW, 0).unwrap();
-        assert_eq!(peek.write, Write::Nothing);
+        assert_eq!(peek.write, TatWrite::Nothing);
         assert_eq!(peek.reply(), [0, 3, 3, -1, 0]);
         let tat = NOW * NS_PER_MS + 6 * NS_PER_S;
         let peek = t.call(Some(tat), NOW, 0).unwrap();
         assert_eq!(
             (peek.write, peek.reply()),
-            (Write::Nothing, [0, 3, 2, -1, 6])
+            (TatWrite::Nothing, [0, 3, 2, -1, 6])
         );
     }
 
@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(refund.reply(), [0, 3, 2, -1, 6]);
         assert_eq!(
             refund.write,
-            Write::Store {
+            TatWrite::Store {
                 tat: tat - 6 * NS_PER_S,
                 expires_at: NOW + 6_000
             }
@@ -404,10 +404,10 @@ mod tests {
         let emptied = t.call(Some(tat), NOW, -100).unwrap();
         assert_eq!(
             (emptied.reply(), emptied.write),
-            ([0, 3, 3, -1, 0], Write::Delete)
+            ([0, 3, 3, -1, 0], TatWrite::Delete)
         );
         let nothing_stored = t.call(None, NOW, -1).unwrap();
-        assert_eq!(nothing_stored.write, Write::Nothing);
+        assert_eq!(nothing_stored.write, TatWrite::Nothing);
     }
 
     #[test]
@@ -415,7 +415,7 @@ mod tests {
         let t = throttle(2, 10, 60);
         let outcome = t.call(None, NOW, 4).unwrap();
         assert_eq!(outcome.reply(), [1, 3, 3, -1, 0]);
-        assert_eq!(outcome.write, Write::Nothing);
+        assert_eq!(outcome.write, TatWrite::Nothing);
     }
 
     #[test]
@@ -439,7 +439,7 @@ mod tests {
         for i in 0..6 {
             let outcome = g.call(tat, NOW, 1).unwrap();
             assert!(!outcome.limited, "call {i}");
-            if let Write::Store { tat: v, .. } = outcome.write {
+            if let TatWrite::Store { tat: v, .. } = outcome.write {
                 tat = Some(v);
             }
             if i == 0 {
@@ -448,7 +448,7 @@ mod tests {
         }
         let limited = g.call(tat, NOW, 1).unwrap();
         assert_eq!(limited.reply(), [1, 6, 0, 6, 36]);
-        assert_eq!(limited.write, Write::Nothing);
+        assert_eq!(limited.write, TatWrite::Nothing);
     }
 
     #[test]
@@ -459,7 +459,7 @@ mod tests {
         assert_eq!(first.reply(), [0, 2, 1, -1, 1]);
         assert_eq!(
             first.write,
-            Write::Store {
+            TatWrite::Store {
                 tat: NOW * 1000 + 333_333,
                 expires_at: NOW + 333
             }
@@ -469,7 +469,7 @@ mod tests {
         let outcome = tiny.call(None, NOW, 1).unwrap();
         assert_eq!(
             outcome.write,
-            Write::Store {
+            TatWrite::Store {
                 tat: NOW * 1000 + 1,
                 expires_at: NOW + 1
             }
@@ -486,14 +486,14 @@ mod tests {
         let g = Gcra::new(2, 973, 0.0001);
         let written = g.call(None, NOW, 1).unwrap();
         assert_eq!(written.reply(), [0, 3, 2, -1, 1]);
-        let Write::Store { tat, .. } = written.write else {
+        let TatWrite::Store { tat, .. } = written.write else {
             panic!("an allowed call stores");
         };
         assert_eq!(tat, NOW * 1000 + 1);
         let later = NOW + 1;
         let limited = g.call(Some(tat), later, 1000).unwrap();
         assert_eq!(limited.reply(), [1, 3, 3, -1, 0]);
-        assert_eq!(limited.write, Write::Nothing);
+        assert_eq!(limited.write, TatWrite::Nothing);
         // The same as no key at all, for every count, at the limit and above it.
         for tokens in [1, 2, 3, 4, 1000] {
             for stale in [tat, 1, later * 1000 - 1] {

@@ -17,8 +17,8 @@ use redis_module::{raw, Context, RedisString};
 
 pub(crate) use crate::ffi::key::shows_field_ttls;
 use crate::ffi::key::{self as ffi_key, Arg, RawKey, ScoreBounds, ZAdd};
-pub(crate) use crate::ffi::key::{KeyType as Kind, StaticString};
-use crate::limiter::{Order, Span};
+pub(crate) use crate::ffi::key::{KeyType, StaticString};
+use crate::sliding_log::{Order, Span};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -89,12 +89,12 @@ impl<'c, M: OpenMode> Key<'c, M> {
         &self.name
     }
 
-    pub fn kind(&self) -> Kind {
+    pub fn key_type(&self) -> KeyType {
         self.raw.key_type()
     }
 
     pub fn exists(&self) -> bool {
-        self.kind() != Kind::Empty
+        self.key_type() != KeyType::Empty
     }
 
     /// Reads the string value with `read`, if this is a string key.
@@ -149,7 +149,7 @@ impl<'c, M: OpenMode> Key<'c, M> {
 
     /// The number of members of a zset (0 if missing or of another type). O(1).
     pub fn zcard(&self) -> usize {
-        if self.kind() != Kind::ZSet {
+        if self.key_type() != KeyType::ZSet {
             return 0;
         }
         self.raw.value_length()
@@ -157,7 +157,7 @@ impl<'c, M: OpenMode> Key<'c, M> {
 
     /// The number of fields of a hash (0 if missing or of another type). O(1).
     pub fn hash_len(&self) -> usize {
-        if self.kind() != Kind::Hash {
+        if self.key_type() != KeyType::Hash {
             return 0;
         }
         self.raw.value_length()
@@ -468,6 +468,11 @@ impl Effect<'_> {
 }
 
 /// Set while the module fires a keyspace event of its own (subscribers run synchronously).
+///
+/// Who honours it: the waiters ignore the module's own writes (a grant or a release the module
+/// makes frees nothing it does not already know of, and it nudges the queues itself). The
+/// config cache deliberately does not: a SETRATE, a limiter created by `RATE`, a DELETE are the
+/// module's own writes, and each must forget the configuration kept for the hash it changes.
 static OWN_EVENT: AtomicBool = AtomicBool::new(false);
 
 /// Whether the keyspace event being delivered was fired by the module's own write.

@@ -1,16 +1,24 @@
-//! ratelimit: Redisson's `RRateLimiter` as native Redis commands.
+//! ratelimit: Redisson's `RRateLimiter` as native Redis commands. This file: the load options,
+//! who listens to which events, and the registration of every command.
 //!
 //! Layers, each importing only the ones below it:
-//! `lib.rs` (registration: creates each command from its `commands::*::DOC`) -> `commands/` (a
-//! file per command: parse, call the store, shape the reply) -> `blocking` (serving clients
-//! blocked in ACQUIRE) -> `store` (the limiter's keys: open, check, decide, apply) -> `key` (raw
-//! key access; `Key::apply` is the one place writes are made, replicated and notified) /
-//! `migration` (slot-migration checks in cluster mode) / `limiter` (the pure sliding log) /
-//! `keyspace` (names and member bytes) / `queue` (the waiters' bookkeeping) / `stats` (INFO
-//! counters) / `config_cache` (configurations kept between calls) -> `args`, `error`, `clock` ->
-//! `ffi` (the server's C API behind small safe functions, raw key access included, and the
-//! callbacks the server calls, which reach up through traits its callers implement: the one
-//! module with unsafe code, importing none of the others).
+//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
+//! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
+//! 3. `blocking`: serving the clients blocked in ACQUIRE.
+//! 4. `store/`: a limiter's keys: open and check them, decode the configuration, apply the
+//!    sliding log's plans with the TTL rule. `tat`: a GCRA drop-in's key. `migration`: the
+//!    slot-migration checks of cluster mode.
+//! 5. `config_cache/` (configurations kept between calls), `events` (the one owner of event
+//!    subscriptions: the others register listeners with it at load and it imports none of
+//!    them), `queue` (the waiters' bookkeeping, which the store reads to count permits
+//!    queued), `evictions` and `stats` (INFO).
+//! 6. `key`: typed key access; `Key::apply` is the one place writes are made, replicated and
+//!    notified.
+//! 7. `clock` (the module's clock over the server's), and the pure code that knows nothing of
+//!    Redis: `sliding_log`, `gcra`, `keyspace` (names and member bytes), `args`, `error`.
+//! 8. `ffi/`: the server's C API behind small safe functions, and the callbacks the server
+//!    calls, which reach up through traits their callers implement: the one module with unsafe
+//!    code, importing none of the others.
 
 // Unsafe code lives in `ffi` alone, where every block says why it is sound.
 #![deny(unsafe_code)]
@@ -22,15 +30,16 @@ mod clock;
 pub mod commands;
 mod config_cache;
 pub mod error;
+mod events;
 mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
 pub mod gcra;
 mod key;
 pub mod keyspace;
-pub mod limiter;
 mod migration;
 mod queue;
+pub mod sliding_log;
 mod stats;
 mod store;
 mod tat;
@@ -80,7 +89,7 @@ macro_rules! handler {
 #[derive(Debug, PartialEq, Eq)]
 struct LoadOptions {
     debug_commands: bool,
-    /// Keep limiters' configurations between calls (docs/operations.md, "Kept configurations").
+    /// The config cache: keep limiters' configurations between calls (docs/operations.md).
     config_cache: bool,
 }
 
@@ -166,7 +175,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    store::init(ctx, blocking::key_removed, options.config_cache);
+    evictions::reset();
+    store::init(ctx);
+    config_cache::reset();
+    config_cache::turn(options.config_cache);
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
@@ -183,8 +195,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     } else {
         None
     };
-    blocking::watch_server_events(ctx);
-    if !evictions::watch(ctx) {
+    if !events::init(ctx, &LISTENERS) {
         ctx.log_warning(
             "ratelimit: could not watch evictions: INFO ratelimit_evicted_keys stays 0",
         );
@@ -243,6 +254,21 @@ fn deinit(ctx: &Context) -> Status {
     blocking::stop_all_timers(ctx);
     Status::Ok
 }
+
+/// Who hears which events (see [`events`]).
+static LISTENERS: events::Listeners = events::Listeners {
+    config_cache: events::Listener {
+        key_event: config_cache::key_event,
+        removed: config_cache::key_removed,
+        dataset_changed: config_cache::dataset_changed,
+    },
+    waiters: events::Listener {
+        key_event: blocking::key_written,
+        removed: blocking::key_removed,
+        dataset_changed: blocking::nudge_all,
+    },
+    evicted: evictions::key_evicted,
+};
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.

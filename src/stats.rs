@@ -75,7 +75,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
     }
     let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
     raw::add_info_field_unsigned_long_long(ctx, "configs_kept", kept);
-    // 1 while calls come back to few enough limiters for kept configurations to pay.
+    // 1 while calls come back to few enough limiters for the config cache to pay.
     let in_use = u64::from(config_cache::in_use());
     raw::add_info_field_unsigned_long_long(ctx, "configs_in_use", in_use);
 }

@@ -5,8 +5,8 @@
 use redis_module::Context;
 
 use crate::error::Error;
-use crate::gcra::Write as TatWrite;
-use crate::key::{Effect, Key, Kind, Write};
+use crate::gcra::TatWrite;
+use crate::key::{Effect, Key, KeyType, Write};
 
 pub struct TatKey<'c> {
     key: Key<'c, Write>,
@@ -31,9 +31,9 @@ impl<'c> TatKey<'c> {
         frozen_at: Option<i64>,
         parse: impl FnOnce(&[u8]) -> Result<T, Error>,
     ) -> Result<Option<T>, Error> {
-        match self.key.kind() {
-            Kind::Empty => return Ok(None),
-            Kind::String => {}
+        match self.key.key_type() {
+            KeyType::Empty => return Ok(None),
+            KeyType::String => {}
             _ => return Err(Error::WrongType),
         }
         if let Some(now_ms) = frozen_at {

@@ -23,11 +23,12 @@ fuzz_target!(|data: &[u8]| {
 
     if let Ok(request) = setrate::parse(&words) {
         let change = &request.change;
-        assert!((1..=change.interval).contains(&change.precision));
-        assert!((1..=MAX_PERMITS).contains(&change.rate));
-        assert!((1..=MAX_DURATION_MS).contains(&change.interval));
-        assert!((0..=MAX_DURATION_MS).contains(&change.keep_alive));
-        assert!(change.keep_alive == 0 || change.keep_alive >= change.interval);
+        let config = &change.config;
+        assert!((1..=config.interval).contains(&config.precision));
+        assert!((1..=MAX_PERMITS).contains(&config.rate));
+        assert!((1..=MAX_DURATION_MS).contains(&config.interval));
+        assert!((0..=MAX_DURATION_MS).contains(&config.keep_alive));
+        assert!(config.keep_alive == 0 || config.keep_alive >= config.interval);
         assert!(change.client.is_none_or(|c| !c.is_empty()));
         assert_eq!(request.key, words[0]);
     }

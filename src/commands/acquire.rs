@@ -1,13 +1,15 @@
-//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id]`: a blocking acquire served by the
-//! server, first come first served. Replies nil once acquired, or the wait hint if TIMEOUT ran
-//! out first. Inside MULTI or a script it does not block and answers as TRYACQUIRE.
+//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id] [RATE rate interval [OVERALL |
+//! PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the server, first
+//! come first served; `RATE` creates the limiter on first use. Replies nil once acquired, or the
+//! wait hint if TIMEOUT ran out first. Inside MULTI or a script it does not block and answers as
+//! TRYACQUIRE.
 
 use redis_module::{Context, RedisResult};
 
 use super::acquire_options;
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, RATE, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, KEY, RATE, UPDATE};
 use crate::args::{self, Tokens};
-use crate::blocking::{self, Acquire};
+use crate::blocking::{self, AcquireRequest};
 use crate::error::Error;
 
 pub const DOC: Doc = Doc {
@@ -20,14 +22,14 @@ pub const DOC: Doc = Doc {
     key: Keys::First(UPDATE),
     args: &[
         KEY,
-        Arg::new(c"permits", Kind::Integer).optional(),
-        Arg::new(c"ms", Kind::Integer).after(c"TIMEOUT").optional(),
+        Arg::new(c"permits", ArgType::Integer).optional(),
+        Arg::new(c"ms", ArgType::Integer).after(c"TIMEOUT").optional(),
         CLIENT,
         RATE,
     ],
 };
 
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AcquireRequest<'a>, Error> {
     let mut tokens = Tokens::new(args);
     let key = tokens.next_arg().ok_or(Error::WrongArity)?;
     let permits = match tokens.next_if_numeric() {
@@ -35,7 +37,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquire<'a>, Error> {
         None => 1,
     };
     let options = acquire_options(&mut tokens, true)?;
-    Ok(Acquire {
+    Ok(AcquireRequest {
         key,
         permits,
         timeout_ms: options.timeout.unwrap_or(0),

@@ -7,7 +7,7 @@ use redis_module::{Context, RedisResult, RedisValue};
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, parse_acquisition, reply_verdict, Acquisition};
 use crate::error::Error;
-use crate::limiter::Reset;
+use crate::sliding_log::Reset;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.allow",

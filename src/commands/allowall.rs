@@ -4,16 +4,16 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, UPDATE};
 use super::reply_verdict;
 use crate::args::{self, Tokens};
 use crate::clock;
 use crate::error::Error;
 use crate::ffi::command;
 use crate::key::Write;
-use crate::limiter::{Outcome, Reset};
+use crate::sliding_log::{Outcome, Reset};
 use crate::stats;
-use crate::store::{Limiter, Turn, Verdict};
+use crate::store::{LimiterKeys, Turn, Verdict};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.allowall",
@@ -24,9 +24,9 @@ pub const DOC: Doc = Doc {
     acl_categories: c"write slow",
     key: Keys::Numkeys(UPDATE),
     args: &[
-        Arg::new(c"numkeys", Kind::Integer),
-        Arg::new(c"key", Kind::Key).multiple(),
-        Arg::new(c"n", Kind::Integer).after(c"PERMITS").optional(),
+        Arg::new(c"numkeys", ArgType::Integer),
+        Arg::new(c"key", ArgType::Key).multiple(),
+        Arg::new(c"n", ArgType::Integer).after(c"PERMITS").optional(),
         CLIENT,
     ],
 };
@@ -87,7 +87,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let limiters = request
         .keys
         .iter()
-        .map(|&key| Limiter::<Write>::open(ctx, key).map_err(|e| e.of_limiter(key)))
+        .map(|&key| LimiterKeys::<Write>::open(ctx, key).map_err(|e| e.of_limiter(key)))
         .collect::<Result<Vec<_>, Error>>()?;
     let attempts = limiters
         .iter()

@@ -8,7 +8,7 @@ use super::{parse_target, Target};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Read;
-use crate::store::Limiter;
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.available",
@@ -28,6 +28,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Target { key, client } = parse(args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::<Read>::open(ctx, key)?;
+    let limiter = LimiterKeys::<Read>::open(ctx, key)?;
     Ok(RedisValue::Integer(limiter.available(client, now)?))
 }

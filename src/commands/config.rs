@@ -8,8 +8,8 @@ use redis_module::{raw, Context, RedisResult, RedisValue};
 use super::doc::{Doc, Keys, KEY, READ};
 use crate::error::Error;
 use crate::key::Read;
-use crate::limiter::{Config, Mode};
-use crate::store::Limiter;
+use crate::sliding_log::{Config, Mode};
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.config",
@@ -36,7 +36,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Request { key } = parse(args)?;
-    let limiter = Limiter::<Read>::open_config(ctx, key)?;
+    let limiter = LimiterKeys::<Read>::open_config(ctx, key)?;
     match limiter.config()? {
         None => Ok(RedisValue::Null),
         Some(config) => {

@@ -1,10 +1,10 @@
-//! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK | KEEPCONFIGS ALWAYS|AUTO`: a
-//! frozen clock for deterministic tests, and kept configurations held in use for tests of what
-//! is kept. Registered only when the module is loaded with `debug-commands yes`.
+//! `RATELIMIT.DEBUG SETCLOCK unix-ms | ADVANCE ms | REALCLOCK | CONFIGCACHE ALWAYS|AUTO`: a
+//! frozen clock for deterministic tests, and the config cache held in use for tests of what it
+//! keeps. Registered only when the module is loaded with `debug-commands yes`.
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind};
+use super::doc::{Arg, ArgType, Doc, Keys};
 use crate::args::{self, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
@@ -13,7 +13,7 @@ use crate::error::Error;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.debug",
-    summary: c"Freezes, advances or releases the module's clock, or holds kept configurations in use (only with the load option debug-commands yes).",
+    summary: c"Freezes, advances or releases the module's clock, or holds the config cache in use (only with the load option debug-commands yes).",
     complexity: c"O(1), plus serving blocked ACQUIRE callers whose time has come.",
     arity: -2,
     flags: c"admin",
@@ -21,18 +21,18 @@ pub const DOC: Doc = Doc {
     key: Keys::None,
     args: &[Arg::new(
         c"subcommand",
-        Kind::OneOf(&[
-            Arg::new(c"unix-ms", Kind::Integer).after(c"SETCLOCK"),
-            Arg::new(c"ms", Kind::Integer).after(c"ADVANCE"),
+        ArgType::OneOf(&[
+            Arg::new(c"unix-ms", ArgType::Integer).after(c"SETCLOCK"),
+            Arg::new(c"ms", ArgType::Integer).after(c"ADVANCE"),
             Arg::token(c"realclock", c"REALCLOCK"),
             Arg::new(
                 c"mode",
-                Kind::OneOf(&[
+                ArgType::OneOf(&[
                     Arg::token(c"always", c"ALWAYS"),
                     Arg::token(c"auto", c"AUTO"),
                 ]),
             )
-            .after(c"KEEPCONFIGS"),
+            .after(c"CONFIGCACHE"),
         ]),
     )],
 };
@@ -46,14 +46,14 @@ pub enum Request {
     SetClock(i64),
     Advance(i64),
     RealClock,
-    /// Kept configurations in use whatever the calls' spread (ALWAYS), or as it decides (AUTO).
-    KeepConfigs {
+    /// The config cache in use whatever the calls' spread (ALWAYS), or as it decides (AUTO).
+    ConfigCache {
         always: bool,
     },
 }
 
 const UNKNOWN: &str =
-    "unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms, REALCLOCK or KEEPCONFIGS ALWAYS|AUTO";
+    "unknown subcommand: use SETCLOCK unix-ms, ADVANCE ms, REALCLOCK or CONFIGCACHE ALWAYS|AUTO";
 
 pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
     match args {
@@ -70,13 +70,13 @@ pub fn parse(args: &[&[u8]]) -> Result<Request, Error> {
             MAX_DURATION_MS,
         )?)),
         [sub] if args::is_keyword(sub, "REALCLOCK") => Ok(Request::RealClock),
-        [sub, mode] if args::is_keyword(sub, "KEEPCONFIGS") => {
+        [sub, mode] if args::is_keyword(sub, "CONFIGCACHE") => {
             if args::is_keyword(mode, "ALWAYS") {
-                Ok(Request::KeepConfigs { always: true })
+                Ok(Request::ConfigCache { always: true })
             } else if args::is_keyword(mode, "AUTO") {
-                Ok(Request::KeepConfigs { always: false })
+                Ok(Request::ConfigCache { always: false })
             } else {
-                Err(Error::Debug("KEEPCONFIGS takes ALWAYS or AUTO"))
+                Err(Error::Debug("CONFIGCACHE takes ALWAYS or AUTO"))
             }
         }
         [] => Err(Error::WrongArity),
@@ -103,7 +103,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
             clock::unfreeze();
             RedisValue::SimpleStringStatic("OK")
         }
-        Request::KeepConfigs { always } => {
+        Request::ConfigCache { always } => {
             config_cache::hold_in_use(always);
             return Ok(RedisValue::SimpleStringStatic("OK"));
         }
@@ -127,11 +127,11 @@ mod tests {
         assert_eq!(parse(&args), Ok(Request::RealClock));
         let args: [&[u8]; 1] = [b"SETCLOCK"];
         assert!(matches!(parse(&args), Err(Error::Debug(_))));
-        let args: [&[u8]; 2] = [b"keepconfigs", b"Always"];
-        assert_eq!(parse(&args), Ok(Request::KeepConfigs { always: true }));
-        let args: [&[u8]; 2] = [b"KEEPCONFIGS", b"auto"];
-        assert_eq!(parse(&args), Ok(Request::KeepConfigs { always: false }));
-        let args: [&[u8]; 2] = [b"KEEPCONFIGS", b"never"];
+        let args: [&[u8]; 2] = [b"configcache", b"Always"];
+        assert_eq!(parse(&args), Ok(Request::ConfigCache { always: true }));
+        let args: [&[u8]; 2] = [b"CONFIGCACHE", b"auto"];
+        assert_eq!(parse(&args), Ok(Request::ConfigCache { always: false }));
+        let args: [&[u8]; 2] = [b"CONFIGCACHE", b"never"];
         assert!(matches!(parse(&args), Err(Error::Debug(_))));
         let args: [&[u8]; 0] = [];
         assert_eq!(parse(&args), Err(Error::WrongArity));

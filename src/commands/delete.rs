@@ -8,7 +8,7 @@ use super::{parse_target, Target};
 use crate::blocking;
 use crate::error::Error;
 use crate::key::{Effect, Write};
-use crate::store::Limiter;
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.delete",
@@ -27,7 +27,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Target { key, client } = parse(args)?;
-    let limiter = Limiter::<Write>::open(ctx, key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
     let deleted = limiter.for_each_key(client, |key| key.apply(Effect::Unlink))?;
     drop(limiter);
     blocking::nudge(ctx, key);

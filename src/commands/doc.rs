@@ -43,7 +43,7 @@ pub enum Keys {
 }
 
 #[derive(Clone, Copy)]
-pub enum Kind {
+pub enum ArgType {
     Key,
     Integer,
     Double,
@@ -58,14 +58,14 @@ pub enum Kind {
 #[derive(Clone, Copy)]
 pub struct Arg {
     pub name: &'static CStr,
-    pub kind: Kind,
+    pub kind: ArgType,
     pub token: Option<&'static CStr>,
     pub optional: bool,
     pub multiple: bool,
 }
 
 impl Arg {
-    pub const fn new(name: &'static CStr, kind: Kind) -> Self {
+    pub const fn new(name: &'static CStr, kind: ArgType) -> Self {
         Arg {
             name,
             kind,
@@ -79,7 +79,7 @@ impl Arg {
     pub const fn token(name: &'static CStr, token: &'static CStr) -> Self {
         Arg {
             name,
-            kind: Kind::Token,
+            kind: ArgType::Token,
             token: Some(token),
             optional: false,
             multiple: false,
@@ -104,33 +104,33 @@ impl Arg {
 }
 
 /// The `key` argument every limiter command starts with.
-pub const KEY: Arg = Arg::new(c"key", Kind::Key);
+pub const KEY: Arg = Arg::new(c"key", ArgType::Key);
 /// `[CLIENT id]`.
-pub const CLIENT: Arg = Arg::new(c"id", Kind::String).after(c"CLIENT").optional();
+pub const CLIENT: Arg = Arg::new(c"id", ArgType::String).after(c"CLIENT").optional();
 /// `rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`: a limiter's configuration,
 /// as SETRATE takes it and as `RATE` creates a limiter on first use.
 pub const RATE_ARGS: [Arg; 2] = [
-    Arg::new(c"rate", Kind::Integer),
-    Arg::new(c"interval", Kind::Integer),
+    Arg::new(c"rate", ArgType::Integer),
+    Arg::new(c"interval", ArgType::Integer),
 ];
 pub const MODE: Arg = Arg::new(
     c"mode",
-    Kind::OneOf(&[
+    ArgType::OneOf(&[
         Arg::token(c"overall", c"OVERALL"),
         Arg::token(c"per_client", c"PER_CLIENT"),
     ]),
 )
 .optional();
-pub const KEEPALIVE: Arg = Arg::new(c"ms", Kind::Integer)
+pub const KEEPALIVE: Arg = Arg::new(c"ms", ArgType::Integer)
     .after(c"KEEPALIVE")
     .optional();
-pub const PRECISION: Arg = Arg::new(c"precision", Kind::Integer)
+pub const PRECISION: Arg = Arg::new(c"precision", ArgType::Integer)
     .after(c"PRECISION")
     .optional();
 /// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
 pub const ACQUISITION_ARGS: [Arg; 4] = [
     KEY,
-    Arg::new(c"permits", Kind::Integer).optional(),
+    Arg::new(c"permits", ArgType::Integer).optional(),
     CLIENT,
     RATE,
 ];
@@ -138,7 +138,7 @@ pub const ACQUISITION_ARGS: [Arg; 4] = [
 /// use.
 pub const RATE: Arg = Arg::new(
     c"create",
-    Kind::Block(&[RATE_ARGS[0], RATE_ARGS[1], MODE, KEEPALIVE, PRECISION]),
+    ArgType::Block(&[RATE_ARGS[0], RATE_ARGS[1], MODE, KEEPALIVE, PRECISION]),
 )
 .after(c"RATE")
 .optional();
@@ -169,13 +169,13 @@ pub fn describe(ctx: &Context, doc: &Doc) -> Status {
 impl Argument for Arg {
     fn spec(&self) -> ArgSpec<'_, Self> {
         let kind = match self.kind {
-            Kind::Key => ArgKind::Key,
-            Kind::Integer => ArgKind::Integer,
-            Kind::Double => ArgKind::Double,
-            Kind::String => ArgKind::String,
-            Kind::Token => ArgKind::PureToken,
-            Kind::OneOf(children) => ArgKind::OneOf(children),
-            Kind::Block(children) => ArgKind::Block(children),
+            ArgType::Key => ArgKind::Key,
+            ArgType::Integer => ArgKind::Integer,
+            ArgType::Double => ArgKind::Double,
+            ArgType::String => ArgKind::String,
+            ArgType::Token => ArgKind::PureToken,
+            ArgType::OneOf(children) => ArgKind::OneOf(children),
+            ArgType::Block(children) => ArgKind::Block(children),
         };
         ArgSpec {
             name: self.name,

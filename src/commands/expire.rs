@@ -4,13 +4,13 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens, MAX_DURATION_MS};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::{Effect, Key, Write};
-use crate::store::Limiter;
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.expire",
@@ -22,10 +22,10 @@ pub const DOC: Doc = Doc {
     key: Keys::First(UPDATE),
     args: &[
         KEY,
-        Arg::new(c"milliseconds", Kind::Integer),
+        Arg::new(c"milliseconds", ArgType::Integer),
         Arg::new(
             c"condition",
-            Kind::OneOf(&[
+            ArgType::OneOf(&[
                 Arg::token(c"nx", c"NX"),
                 Arg::token(c"xx", c"XX"),
                 Arg::token(c"gt", c"GT"),
@@ -118,7 +118,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let at = now
         .checked_add(request.ms)
         .ok_or(Error::InvalidExpireTime)?;
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let changed = limiter.for_each_key(request.client, |key: &Key<'_, Write>| {
         if !key.exists() || !request.when.allows(key.expires_at(), at) {
             return false;

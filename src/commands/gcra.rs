@@ -5,7 +5,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind, KEY, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, KEY, UPDATE};
 use crate::args::{is_keyword, parse_double, parse_i64};
 use crate::clock;
 use crate::error::Error;
@@ -22,10 +22,10 @@ pub const DOC: Doc = Doc {
     key: Keys::First(UPDATE),
     args: &[
         KEY,
-        Arg::new(c"max-burst", Kind::Integer),
-        Arg::new(c"tokens-per-period", Kind::Integer),
-        Arg::new(c"period", Kind::Double),
-        Arg::new(c"count", Kind::Integer)
+        Arg::new(c"max-burst", ArgType::Integer),
+        Arg::new(c"tokens-per-period", ArgType::Integer),
+        Arg::new(c"period", ArgType::Double),
+        Arg::new(c"count", ArgType::Integer)
             .after(c"TOKENS")
             .optional(),
     ],

@@ -24,9 +24,9 @@ use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::limiter::{Mode, Outcome, Reset};
+use crate::sliding_log::{Config, Mode, Outcome, Reset};
 use crate::stats;
-use crate::store::{Creation, Limiter, Turn, Verdict};
+use crate::store::{LimiterKeys, Turn, Verdict};
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
 fn outcome_reply(outcome: Outcome) -> RedisValue {
@@ -103,7 +103,7 @@ pub struct Acquisition<'a> {
     pub key: &'a [u8],
     pub permits: u32,
     pub client: Option<&'a [u8]>,
-    pub create: Option<Creation>,
+    pub create: Option<Config>,
 }
 
 pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
@@ -125,7 +125,7 @@ pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Er
 /// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
 /// `INFO ratelimit`.
 fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result<Verdict, Error> {
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,
@@ -142,12 +142,13 @@ fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result
 }
 
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
-/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]`, and `[TIMEOUT ms]`
+/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
+/// `[TIMEOUT ms]`
 /// where the command takes it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct AcquireOptions<'a> {
     pub client: Option<&'a [u8]>,
-    pub create: Option<Creation>,
+    pub create: Option<Config>,
     pub timeout: Option<i64>,
 }
 
@@ -175,47 +176,81 @@ fn acquire_options<'a>(
 }
 
 /// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
-/// keyword.
-fn rate_option(tokens: &mut Tokens<'_>) -> Result<Creation, Error> {
+/// keyword: exactly what SETRATE takes, ending at the first token that is not one of its options.
+fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
     let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
         return Err(Error::Syntax);
     };
-    let rate = args::integer(rate, "rate", 1, MAX_PERMITS)?;
-    let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
-    let mut mode = None;
-    let mut keep_alive = None;
-    let mut precision = None;
-    while let Some(token) = tokens.peek() {
+    let mut options = ConfigOptions::new(rate, interval)?;
+    while options.take(tokens)? {}
+    options.config()
+}
+
+/// A limiter's configuration as SETRATE and the `RATE` option give it: `rate interval`, then
+/// `[OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]` in any order, each at most once.
+pub(crate) struct ConfigOptions {
+    rate: i64,
+    interval: i64,
+    mode: Option<Mode>,
+    keep_alive: Option<i64>,
+    precision: Option<i64>,
+}
+
+impl ConfigOptions {
+    /// Starts from the rate and the interval, each checked and named in its error.
+    pub(crate) fn new(rate: &[u8], interval: &[u8]) -> Result<Self, Error> {
+        Ok(ConfigOptions {
+            rate: args::integer(rate, "rate", 1, MAX_PERMITS)?,
+            interval: args::integer(interval, "interval", 1, MAX_DURATION_MS)?,
+            mode: None,
+            keep_alive: None,
+            precision: None,
+        })
+    }
+
+    /// Takes the next token, and its value, if it is one of the options: true if it was. A
+    /// token that is not one is left for the caller.
+    pub(crate) fn take(&mut self, tokens: &mut Tokens<'_>) -> Result<bool, Error> {
+        let Some(token) = tokens.peek() else {
+            return Ok(false);
+        };
         if args::is_keyword(token, "OVERALL") {
-            args::set_once(&mut mode, Mode::Overall)?;
+            args::set_once(&mut self.mode, Mode::Overall)?;
         } else if args::is_keyword(token, "PER_CLIENT") {
-            args::set_once(&mut mode, Mode::PerClient)?;
+            args::set_once(&mut self.mode, Mode::PerClient)?;
         } else if args::is_keyword(token, "KEEPALIVE") {
             tokens.next_arg();
             let ms = args::integer(tokens.value_of_option()?, "KEEPALIVE", 0, MAX_DURATION_MS)?;
-            args::set_once(&mut keep_alive, ms)?;
-            continue;
+            args::set_once(&mut self.keep_alive, ms)?;
+            return Ok(true);
         } else if args::is_keyword(token, "PRECISION") {
             tokens.next_arg();
-            let ms = args::integer(tokens.value_of_option()?, "PRECISION", 1, interval)?;
-            args::set_once(&mut precision, ms)?;
-            continue;
+            let ms = args::integer(tokens.value_of_option()?, "PRECISION", 1, self.interval)?;
+            args::set_once(&mut self.precision, ms)?;
+            return Ok(true);
         } else {
-            break;
+            return Ok(false);
         }
         tokens.next_arg();
+        Ok(true)
     }
-    let keep_alive = keep_alive.unwrap_or(0);
-    if keep_alive != 0 && keep_alive < interval {
-        return Err(Error::KeepAliveBelowInterval);
+
+    /// The configuration: OVERALL, no keep-alive and a precision of 1 unless given; a
+    /// keep-alive, if any, at least the interval (a shorter one would expire the keys of a
+    /// limiter whose permits still count).
+    pub(crate) fn config(self) -> Result<Config, Error> {
+        let keep_alive = self.keep_alive.unwrap_or(0);
+        if keep_alive != 0 && keep_alive < self.interval {
+            return Err(Error::KeepAliveBelowInterval);
+        }
+        Ok(Config {
+            rate: self.rate,
+            interval: self.interval,
+            mode: self.mode.unwrap_or(Mode::Overall),
+            keep_alive,
+            precision: self.precision.unwrap_or(1),
+        })
     }
-    Ok(Creation {
-        rate,
-        interval,
-        mode: mode.unwrap_or(Mode::Overall),
-        keep_alive,
-        precision: precision.unwrap_or(1),
-    })
 }
 
 /// An array of integers, replied straight into the client's buffer (the same in RESP2 and
@@ -241,7 +276,7 @@ mod tests {
         let parsed = options(&[b"RATE", b"10", b"1000"]).unwrap();
         assert_eq!(
             parsed.create,
-            Some(Creation {
+            Some(Config {
                 rate: 10,
                 interval: 1000,
                 mode: Mode::Overall,

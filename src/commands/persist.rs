@@ -7,7 +7,7 @@ use super::doc::{Doc, Keys, CLIENT, KEY, UPDATE};
 use super::{parse_target, Target};
 use crate::error::Error;
 use crate::key::{Effect, Write};
-use crate::store::Limiter;
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.persist",
@@ -26,7 +26,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Target { key, client } = parse(args)?;
-    let limiter = Limiter::<Write>::open(ctx, key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
     let changed = limiter.for_each_key(client, |key| key.apply(Effect::Persist))?;
     Ok(RedisValue::Integer(i64::from(changed > 0)))
 }

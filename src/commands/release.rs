@@ -5,13 +5,13 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::client_option;
-use super::doc::{Arg, Doc, Keys, Kind, CLIENT, KEY, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, KEY, UPDATE};
 use crate::args::{self, Tokens};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::store::Limiter;
+use crate::store::LimiterKeys;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.release",
@@ -21,7 +21,7 @@ pub const DOC: Doc = Doc {
     flags: c"write deny-oom",
     acl_categories: c"write slow",
     key: Keys::First(UPDATE),
-    args: &[KEY, Arg::new(c"permits", Kind::Integer), CLIENT],
+    args: &[KEY, Arg::new(c"permits", ArgType::Integer), CLIENT],
 };
 
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         client,
     } = parse(args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::<Write>::open(ctx, key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
     let released = limiter.release(client, permits, now)?;
     drop(limiter);
     blocking::nudge(ctx, key);

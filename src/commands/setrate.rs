@@ -1,19 +1,19 @@
-//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [NX | XX]
-//! [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate` with NX,
-//! `setRate` without a flag, `updateRate` with XX).
+//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]
+//! [NX | XX] [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate`
+//! with NX, `setRate` without a flag, `updateRate` with XX).
 
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{
-    Arg, Doc, Keys, Kind, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
+    Arg, ArgType, Doc, Keys, CLIENT, KEEPALIVE, KEY, MODE, PRECISION, RATE_ARGS, UPDATE,
 };
-use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
+use super::ConfigOptions;
+use crate::args::{self, Tokens};
 use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::limiter::Mode;
-use crate::store::{Condition, Limiter, RateChange};
+use crate::store::{Condition, LimiterKeys, RateChange};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.setrate",
@@ -32,7 +32,7 @@ pub const DOC: Doc = Doc {
         PRECISION,
         Arg::new(
             c"condition",
-            Kind::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
+            ArgType::OneOf(&[Arg::token(c"nx", c"NX"), Arg::token(c"xx", c"XX")]),
         )
         .optional(),
         Arg::token(c"keepstate", c"KEEPSTATE").optional(),
@@ -53,29 +53,18 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     else {
         return Err(Error::WrongArity);
     };
-    let rate = args::integer(rate, "rate", 1, MAX_PERMITS)?;
-    let interval = args::integer(interval, "interval", 1, MAX_DURATION_MS)?;
-    let mut mode = None;
-    let mut keep_alive = None;
-    let mut precision = None;
+    let mut config = ConfigOptions::new(rate, interval)?;
     let mut condition = None;
     let mut keep_state = None;
     let mut client = None;
-    while let Some(token) = tokens.next_arg() {
-        if args::is_keyword(token, "OVERALL") {
-            args::set_once(&mut mode, Mode::Overall)?;
-        } else if args::is_keyword(token, "PER_CLIENT") {
-            args::set_once(&mut mode, Mode::PerClient)?;
-        } else if args::is_keyword(token, "KEEPALIVE") {
-            let ms = tokens.value_of_option()?;
-            args::set_once(
-                &mut keep_alive,
-                args::integer(ms, "KEEPALIVE", 0, MAX_DURATION_MS)?,
-            )?;
-        } else if args::is_keyword(token, "PRECISION") {
-            let ms = tokens.value_of_option()?;
-            args::set_once(&mut precision, args::integer(ms, "PRECISION", 1, interval)?)?;
-        } else if args::is_keyword(token, "NX") {
+    while tokens.peek().is_some() {
+        if config.take(&mut tokens)? {
+            continue;
+        }
+        let Some(token) = tokens.next_arg() else {
+            break;
+        };
+        if args::is_keyword(token, "NX") {
             args::set_once(&mut condition, Condition::IfAbsent)?;
         } else if args::is_keyword(token, "XX") {
             args::set_once(&mut condition, Condition::IfExists)?;
@@ -90,18 +79,10 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     if condition == Some(Condition::IfAbsent) && keep_state.is_some() {
         return Err(Error::Syntax);
     }
-    let keep_alive = keep_alive.unwrap_or(0);
-    if keep_alive != 0 && keep_alive < interval {
-        return Err(Error::KeepAliveBelowInterval);
-    }
     Ok(Request {
         key,
         change: RateChange {
-            rate,
-            interval,
-            mode: mode.unwrap_or(Mode::Overall),
-            keep_alive,
-            precision: precision.unwrap_or(1),
+            config: config.config()?,
             condition,
             keep_state: keep_state.is_some(),
             client,
@@ -112,7 +93,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
     let now = clock::now_ms();
-    let limiter = Limiter::<Write>::open(ctx, request.key)?;
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
     let reply = limiter.set_rate(&request.change, now)?;
     drop(limiter);
     blocking::nudge(ctx, request.key);
@@ -122,6 +103,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sliding_log::Mode;
 
     fn parse_all(args: &[&[u8]]) -> Result<RateChange<'static>, Error> {
         let owned: Vec<&'static [u8]> = args
@@ -135,8 +117,8 @@ mod tests {
     #[test]
     fn defaults_are_overall_without_keepalive() {
         let change = parse_all(&[b"k", b"10", b"1000"]).unwrap();
-        assert_eq!(change.mode, Mode::Overall);
-        assert_eq!(change.keep_alive, 0);
+        assert_eq!(change.config.mode, Mode::Overall);
+        assert_eq!(change.config.keep_alive, 0);
         assert_eq!(change.condition, None);
         assert!(!change.keep_state);
         assert_eq!(change.client, None);
@@ -157,8 +139,8 @@ mod tests {
             b"per_client",
         ])
         .unwrap();
-        assert_eq!(change.mode, Mode::PerClient);
-        assert_eq!(change.keep_alive, 200);
+        assert_eq!(change.config.mode, Mode::PerClient);
+        assert_eq!(change.config.keep_alive, 200);
         assert_eq!(change.condition, Some(Condition::IfExists));
         assert!(change.keep_state);
         assert_eq!(change.client, Some(&b"c1"[..]));

@@ -4,7 +4,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::doc::{Arg, Doc, Keys, Kind, KEY, UPDATE};
+use super::doc::{Arg, ArgType, Doc, Keys, KEY, UPDATE};
 use crate::args::parse_i64_lenient;
 use crate::clock;
 use crate::error::Error;
@@ -21,10 +21,10 @@ pub const DOC: Doc = Doc {
     key: Keys::First(UPDATE),
     args: &[
         KEY,
-        Arg::new(c"max_burst", Kind::Integer),
-        Arg::new(c"count_per_period", Kind::Integer),
-        Arg::new(c"period", Kind::Integer),
-        Arg::new(c"quantity", Kind::Integer).optional(),
+        Arg::new(c"max_burst", ArgType::Integer),
+        Arg::new(c"count_per_period", ArgType::Integer),
+        Arg::new(c"period", ArgType::Integer),
+        Arg::new(c"quantity", ArgType::Integer).optional(),
     ],
 };
 

@@ -1,11 +1,13 @@
-//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id]`: take permits now, or reply how long to wait.
+//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT]
+//! [KEEPALIVE ms] [PRECISION ms]]`: take permits now, or reply how long to wait; `RATE` creates
+//! the limiter on first use.
 
 use redis_module::{Context, RedisResult};
 
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_now, outcome_reply, parse_acquisition, Acquisition};
 use crate::error::Error;
-use crate::limiter::Reset;
+use crate::sliding_log::Reset;
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",

@@ -1,14 +1,14 @@
-//! How calls spread over limiters, which decides whether kept configurations are in use: they
-//! pay only while calls come back to few limiters. With calls at random over thousands of
-//! limiters, keeping and looking up entries cost 1.08x-1.10x a call with `config-cache no`
-//! (10 000 limiters, two servers side by side): the table's own memory read on every call, for
-//! hits that saved less, the limiters' keys being out of the CPU's caches anyway.
+//! How calls spread over limiters, which decides whether the config cache is in use: it pays
+//! only while calls come back to few limiters. With calls at random over thousands of limiters,
+//! keeping and looking up entries cost more than a call with `config-cache no` (the measurements
+//! are in docs/performance.md): the table's own memory read on every call, for hits that saved
+//! less, the limiters' keys being out of the CPU's caches anyway.
 //!
 //! A direct-mapped record of the last limiter sampled in each slot (a fingerprint: no entry, no
 //! name), so a sample costs one word of a 16 KiB array whether or not anything is kept. A sample
 //! that finds its own fingerprint is a limiter come back.
 
-use super::SLOTS;
+use super::table::SLOTS;
 
 /// One lookup in this many is sampled, on average. Which ones is drawn from a hash of the
 /// lookup's number, not every fourth: calls that alternate between a few limiters (a global one
@@ -32,17 +32,16 @@ const PARTS: u32 = 32;
 /// The share of a window's samples that must find the limiter their slot saw last for the table
 /// to go into use: 31 in 32. With calls at random over n limiters, a share of about
 /// `(1 - e^-x) / x` does, where `x = n / SLOTS` (more or less, as their names fall in the
-/// slots): 0.97 at 250 limiters, 0.94 at 500, 0.89 at 1 000, 0.37 at 10 000. In use against
-/// `config-cache no` (two servers side by side, medians of paired rounds): 0.85x-0.88x on
-/// Valkey 9 and 0.98x-1.01x on Redis 7.0 at 500 limiters; 1.01x and 1.04x-1.09x at 1 000 (on
-/// Redis 7.0 the events it subscribes to cost every write); 1.08x on both at 10 000; on one
-/// hot limiter 0.76x.
+/// slots): 0.97 at 250 limiters, 0.94 at 500, 0.89 at 1 000, 0.37 at 10 000. The line sits
+/// where, by `make bench`'s paired rounds against `config-cache no` (docs/performance.md), the
+/// table still pays at 500 limiters at random and no longer does at 1 000 (on Redis 7.0 the
+/// events it subscribes to cost every write).
 pub const IN_USE_AT: u32 = 31;
 
 /// The share that keeps the table in use once it is: 30 in 32, so a share that sits on the
 /// line to go into use does not have the table go in and out, keeping entries anew each time
-/// (1.07x of none on Redis 7.0 at 1 000 limiters with one line at 15 in 16), while one that
-/// falls to where in use stops paying (1 000 limiters at random) takes it out.
+/// (which cost more than none, measured with a single line), while one that falls to where in
+/// use stops paying (1 000 limiters at random) takes it out.
 pub const STAYS_IN_USE_AT: u32 = 30;
 
 /// Whether the lookup numbered `lookup` is sampled: one in [`SAMPLE_ONE_IN`], by where a
@@ -59,7 +58,7 @@ pub struct Spread {
     enough: bool,
     /// Whether the first decision is made.
     decided: bool,
-    /// In use whatever the samples say (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS`).
+    /// In use whatever the samples say (`RATELIMIT.DEBUG CONFIGCACHE ALWAYS`).
     held: bool,
     lookups: u32,
     samples: u32,
@@ -130,7 +129,7 @@ impl Spread {
     }
 
     /// Holds the table in use whatever the samples say, or lets them decide again from a new
-    /// window (`RATELIMIT.DEBUG KEEPCONFIGS ALWAYS|AUTO`).
+    /// window (`RATELIMIT.DEBUG CONFIGCACHE ALWAYS|AUTO`).
     pub fn hold(&mut self, held: bool) {
         self.held = held;
         if held {

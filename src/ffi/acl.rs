@@ -5,15 +5,6 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
-/// Reads an API pointer: `None` when the server does not export the call.
-macro_rules! api {
-    ($name:ident) => {{
-        // SAFETY: the API pointers are written once, by RedisModule_Init at load, before any
-        // command runs; reading one is a plain copy.
-        unsafe { raw::$name }
-    }};
-}
-
 /// The user running the current command; freed on drop. It lives no longer than the command:
 /// an ACL change between commands may delete the user it points to.
 pub(crate) struct User(NonNull<raw::RedisModuleUser>);

@@ -8,14 +8,6 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
-macro_rules! api {
-    ($name:ident) => {{
-        // SAFETY: the API pointers are written once, by RedisModule_Init at load, before any
-        // command runs; reading one is a plain copy.
-        unsafe { raw::$name }
-    }};
-}
-
 /// A yes/no configuration the module keeps itself; the server reaches it through the
 /// [`BoolSetting`] the caller implements.
 pub(crate) trait BoolSetting {

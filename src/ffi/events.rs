@@ -1,4 +1,5 @@
-//! Keyspace and server events.
+//! Subscribing to keyspace and server events, and the callbacks the server calls for them,
+//! which reach the subscriber through the traits here.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};

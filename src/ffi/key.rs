@@ -3,8 +3,8 @@
 //! decided above, in `key.rs`. Also the strings the module keeps across commands, replication
 //! and keyspace notification.
 //!
-//! Every optional API pointer is read through [`api`]: a server that lacks a call (an older
-//! version) makes it fail, never crash.
+//! Every optional API pointer is read through `api!` (in `ffi/mod.rs`): a server that lacks a
+//! call (an older version) makes it fail, never crash.
 
 use std::cell::Cell;
 use std::ffi::CStr;
@@ -12,15 +12,6 @@ use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
 
 use redis_module::{raw, Context, RedisString};
-
-/// Reads an API pointer: `None` when the server does not export the call.
-macro_rules! api {
-    ($name:ident) => {{
-        // SAFETY: the API pointers are written once, by RedisModule_Init at load, before any
-        // command runs; reading one is a plain copy.
-        unsafe { raw::$name }
-    }};
-}
 
 /// What a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -344,7 +344,7 @@ fn configs_in_use(con: &mut Connection) -> String {
 
 /// Calls spread over many more limiters than the module keeps take kept configurations out of
 /// use: nothing is looked up or kept, and INFO says so, but what was kept is still forgotten
-/// when its hash changes. `RATELIMIT.DEBUG KEEPCONFIGS ALWAYS` holds them in use (for tests),
+/// when its hash changes. `RATELIMIT.DEBUG CONFIGCACHE ALWAYS` holds them in use (for tests),
 /// `AUTO` lets the spread decide again. Calls back on one limiter put them in use again, and
 /// that limiter's hash, changed while they were out of use, is read anew.
 #[test]
@@ -373,7 +373,7 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     }
     assert_eq!(configs_kept(&mut con), "0", "nothing kept out of use");
 
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE ALWAYS");
     assert_eq!(configs_in_use(&mut con), "1", "held in use");
     for i in 0..2_000 {
         let name = format!("user:{i}");
@@ -382,7 +382,7 @@ fn kept_configurations_leave_use_while_calls_spread_over_many_limiters() {
     }
     assert_eq!(configs_in_use(&mut con), "1", "held, whatever the spread");
     assert_ne!(configs_kept(&mut con), "0", "kept while held");
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS AUTO");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE AUTO");
     for i in 2_000..6_000 {
         assert_eq!(available(&mut con, &format!("user:{i}")), 5);
     }
@@ -528,7 +528,7 @@ fn names_of_any_length_and_bytes_are_kept_apart_and_forgotten() {
     let server = Server::start();
     let mut con = server.conn();
     // Calls on many limiters in a row, which would take kept configurations out of use.
-    run_line(&mut con, "RATELIMIT.DEBUG KEEPCONFIGS ALWAYS");
+    run_line(&mut con, "RATELIMIT.DEBUG CONFIGCACHE ALWAYS");
     let mut names: Vec<Vec<u8>> = Vec::new();
     for len in [1usize, 7, 8, 9, 95, 96, 97, 255, 256, 257, 300, 4096] {
         for fill in [0u8, 0xff, b' '] {

@@ -180,7 +180,7 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
             "ratelimit.debug",
             "subcommand(oneof: SETCLOCK unix-ms(integer) | ADVANCE ms(integer) | \
              REALCLOCK realclock(pure-token) | \
-             KEEPCONFIGS mode(oneof: ALWAYS always(pure-token) | AUTO auto(pure-token)))",
+             CONFIGCACHE mode(oneof: ALWAYS always(pure-token) | AUTO auto(pure-token)))",
         ),
     ];
     let mut summaries = BTreeSet::new();
@@ -455,7 +455,7 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
 
 /// The `INFO ratelimit` counters, by name without the `ratelimit_` prefix (not
 /// `configs_kept` and `configs_in_use`, gauges of what the module keeps, checked in
-/// tests/it/config_changes.rs).
+/// tests/it/config_cache.rs).
 fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
     let info: String = line(con, "INFO ratelimit").unwrap();
     let mut lines = info.lines().map(str::trim).filter(|l| !l.is_empty());

@@ -14,6 +14,8 @@
 
 use std::ops::ControlFlow;
 
+use crate::keyspace;
+
 /// Whether a limiter is shared by all callers or kept per client id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -127,7 +129,7 @@ pub enum Prune {
 
 /// The writes an acquisition makes: prune, then append, then store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Acquire {
+pub struct AcquirePlan {
     pub outcome: Outcome,
     pub prune: Prune,
     pub append: Option<Entry>,
@@ -139,12 +141,12 @@ pub struct Acquire {
     /// Milliseconds until every permit logged after this plan has expired; 0 if none is, and
     /// on a refusal asked for with [`Reset::NotWanted`].
     pub reset_after: i64,
-    /// What is stored and logged before the plan, for [`Acquire::without_grant`].
+    /// What is stored and logged before the plan, for [`AcquirePlan::without_grant`].
     stored: Option<i64>,
     newest_live: Option<i64>,
 }
 
-impl Acquire {
+impl AcquirePlan {
     /// Whether an entry may already be logged at the score of the grant's entry (which it then
     /// joins): only if the newest live entry is not older. Grants in increasing milliseconds,
     /// the usual case, skip looking.
@@ -156,10 +158,24 @@ impl Acquire {
     }
 }
 
-impl Acquire {
+impl AcquirePlan {
+    /// How the grant's entry, if any, goes into the log: recycling an expired entry is tried
+    /// only when the plan prunes up to a cutoff the entry is newer than and no entry may already
+    /// be logged at its score; otherwise it joins one there if it may, or is new.
+    pub fn logging(&self) -> Option<Logging> {
+        let entry = self.append?;
+        Some(match self.prune {
+            _ if self.may_merge() => Logging::Merge(entry),
+            Prune::UpTo(cutoff) if entry.score > cutoff => Logging::Recycle { cutoff, entry },
+            _ => Logging::New(entry),
+        })
+    }
+}
+
+impl AcquirePlan {
     /// A request refused because clients blocked in ACQUIRE wait ahead of it: nothing written.
-    pub fn waiting(wait: i64, available: i64, reset_after: i64) -> Acquire {
-        Acquire {
+    pub fn waiting(wait: i64, available: i64, reset_after: i64) -> AcquirePlan {
+        AcquirePlan {
             outcome: Outcome::Wait(wait),
             prune: Prune::Nothing,
             append: None,
@@ -173,14 +189,14 @@ impl Acquire {
 
     /// The same attempt, refused: the prune and the refreshed value are kept, nothing is taken
     /// (an all-or-nothing acquisition over several limiters that one of them refuses).
-    pub fn without_grant(&self, now: i64, interval: i64) -> Acquire {
+    pub fn without_grant(&self, now: i64, interval: i64) -> AcquirePlan {
         let Some(entry) = self.append else {
             return *self;
         };
         let available = self
             .available_after
             .saturating_add(i64::from(entry.permits));
-        Acquire {
+        AcquirePlan {
             append: None,
             value: value_to_write(self.stored, available, false),
             available_after: available,
@@ -190,9 +206,74 @@ impl Acquire {
     }
 }
 
+/// How a granted entry goes into the log, decided from the plan (see [`AcquirePlan::logging`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logging {
+    /// Move the oldest expired entry (scored at or below `cutoff`) to the entry's score instead
+    /// of pruning it and adding a fresh one, if it holds exactly the entry's permits in the
+    /// layout a fresh one would have ([`recycled_member`]); otherwise as [`Logging::New`].
+    Recycle { cutoff: i64, entry: Entry },
+    /// Join the entry already logged at the same score, if there is one ([`merged_member`]);
+    /// otherwise as [`Logging::New`].
+    Merge(Entry),
+    /// A new entry under a fresh id.
+    New(Entry),
+}
+
+impl Logging {
+    /// The entry logged, whichever way.
+    pub fn entry(self) -> Entry {
+        match self {
+            Logging::Recycle { entry, .. } | Logging::Merge(entry) | Logging::New(entry) => entry,
+        }
+    }
+}
+
+/// The member an entry logged at a grant's score becomes when the grant's `permits` join it:
+/// the same id, the sum of permits. `None` if this module cannot read the member, the sum does
+/// not fit its 32 bits or the id its length byte: the grant then gets an entry of its own.
+pub fn merged_member(old: &[u8], permits: u32) -> Option<Vec<u8>> {
+    let decoded = keyspace::decode_member(old).ok()?;
+    let sum = decoded.permits.checked_add(permits)?;
+    keyspace::reencode_member(decoded.id, sum)
+}
+
+/// The member of the oldest expired entry, if a grant of `permits` may take it over: only one
+/// holding exactly those permits in the layout a fresh entry would have, so the log reads the
+/// same to everyone (ids only keep entries apart, and an expired id is free).
+pub fn recycled_member(oldest: &[u8], permits: u32) -> Option<[u8; keyspace::MEMBER_LEN]> {
+    keyspace::fresh_layout(oldest, permits)
+}
+
+/// Why RELEASE cannot split a log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitError {
+    Unreadable(keyspace::MemberError),
+    /// An id over 255 bytes, which the layout this module writes cannot say.
+    IdTooLong,
+}
+
+impl std::fmt::Display for SplitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SplitError::Unreadable(e) => e.fmt(f),
+            SplitError::IdTooLong => f.write_str("permit entry id too long"),
+        }
+    }
+}
+
+/// The member RELEASE leaves in place of the newest entry it splits ([`ReleasePlan::shrink_newest_to`]):
+/// the same id with `permits` left, in the layout this module writes whatever layout it came in.
+pub fn split_member(member: &[u8], permits: u32) -> Result<Vec<u8>, SplitError> {
+    let id = keyspace::decode_member(member)
+        .map_err(SplitError::Unreadable)?
+        .id;
+    keyspace::reencode_member(id, permits).ok_or(SplitError::IdTooLong)
+}
+
 /// The writes a release makes: prune, remove the newest entries, shrink the next one, store the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Release {
+pub struct ReleasePlan {
     pub released: i64,
     pub prune: Prune,
     /// How many of the newest (live) entries to remove whole.
@@ -204,7 +285,7 @@ pub struct Release {
 
 /// The writes of a reconfiguration that keeps the state (SETRATE KEEPSTATE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeepState {
+pub struct KeepStatePlan {
     pub prune: Prune,
     /// The new rate less the permits still logged: negative when the window already holds more
     /// than a lowered rate. That debt is paid as entries expire, so nothing is granted until
@@ -304,7 +385,7 @@ pub fn try_acquire<L: PermitLog>(
     now: i64,
     permits: u32,
     reset: Reset,
-) -> Result<Acquire, L::Error> {
+) -> Result<AcquirePlan, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let wanted = i64::from(permits);
     let available = state.available;
@@ -312,7 +393,7 @@ pub fn try_acquire<L: PermitLog>(
         let score = config.entry_score(now);
         let newest_live = state.newest_live(log)?;
         let newest = newest_live.map_or(score, |t| t.max(score));
-        return Ok(Acquire {
+        return Ok(AcquirePlan {
             outcome: Outcome::Acquired,
             prune: state.prune,
             append: Some(Entry { score, permits }),
@@ -333,7 +414,7 @@ pub fn try_acquire<L: PermitLog>(
         Reset::Wanted => state.newest_live(log)?,
         Reset::NotWanted => None,
     };
-    Ok(Acquire {
+    Ok(AcquirePlan {
         outcome: Outcome::Wait(wait),
         prune: state.prune,
         append: None,
@@ -380,11 +461,11 @@ pub fn release<L: PermitLog>(
     log: &L,
     now: i64,
     permits: u32,
-) -> Result<Release, L::Error> {
+) -> Result<ReleasePlan, L::Error> {
     let state = refresh(config, stored, log, now)?;
     let live = state.live(config);
     if state.any_live() && live > 0 && i64::from(permits) >= live {
-        return Ok(Release {
+        return Ok(ReleasePlan {
             released: live,
             prune: Prune::All,
             remove_newest: 0,
@@ -419,7 +500,7 @@ pub fn release<L: PermitLog>(
     }
     let released = i64::from(permits - remaining);
     let value = state.available.saturating_add(released).min(config.rate);
-    Ok(Release {
+    Ok(ReleasePlan {
         released,
         prune: state.prune,
         remove_newest,
@@ -441,7 +522,7 @@ pub fn keep_state<L: PermitLog>(
     interval: i64,
     log: &L,
     now: i64,
-) -> Result<KeepState, L::Error> {
+) -> Result<KeepStatePlan, L::Error> {
     let cutoff = now.saturating_sub(interval);
     let live = match previous {
         Some((old, stored)) => {
@@ -466,7 +547,7 @@ pub fn keep_state<L: PermitLog>(
     } else {
         Prune::Nothing
     };
-    Ok(KeepState {
+    Ok(KeepStatePlan {
         prune,
         value: rate.saturating_sub(live),
     })
@@ -603,7 +684,7 @@ mod tests {
             self.0.insert(at, Entry { score, permits });
         }
         /// Applies an acquisition plan, as the store does.
-        fn apply(&mut self, plan: &Acquire, value: &mut Option<i64>) {
+        fn apply(&mut self, plan: &AcquirePlan, value: &mut Option<i64>) {
             self.prune(plan.prune);
             if let Some(e) = plan.append {
                 self.push(e.score, e.permits);
@@ -684,7 +765,7 @@ mod tests {
         }
     }
 
-    fn acquire(cfg: &Config, value: Option<i64>, log: &MemLog, now: i64, n: u32) -> Acquire {
+    fn acquire(cfg: &Config, value: Option<i64>, log: &MemLog, now: i64, n: u32) -> AcquirePlan {
         match try_acquire(cfg, value, log, now, n, Reset::Wanted) {
             Ok(plan) => plan,
             Err(never) => match never {},
@@ -705,13 +786,105 @@ mod tests {
         assert_eq!(wanted.reset_after, 900, "free at 5400 + 1000");
         assert_eq!(not_wanted.reset_after, 0);
         assert_eq!(
-            Acquire {
+            AcquirePlan {
                 reset_after: 0,
                 newest_live: None,
                 ..wanted
             },
             not_wanted,
             "the same plan otherwise"
+        );
+    }
+
+    #[test]
+    fn a_grant_recycles_an_expired_entry_joins_one_at_its_score_or_is_new() {
+        let cfg = overall(10, 1000);
+        let fresh = acquire(&cfg, None, &MemLog::default(), 5_000, 1);
+        assert_eq!(
+            fresh.logging(),
+            Some(Logging::New(Entry {
+                score: 5_000,
+                permits: 1
+            }))
+        );
+        // A steady window: an expired entry to move, none at the grant's score.
+        let steady = acquire(
+            &cfg,
+            Some(9),
+            &MemLog::with(&[(3_900, 1), (4_500, 1)]),
+            5_000,
+            1,
+        );
+        assert_eq!(
+            steady.logging(),
+            Some(Logging::Recycle {
+                cutoff: 4_000,
+                entry: Entry {
+                    score: 5_000,
+                    permits: 1
+                }
+            })
+        );
+        // An entry already at the grant's score: joined, never recycled.
+        let same = acquire(
+            &cfg,
+            Some(8),
+            &MemLog::with(&[(3_900, 1), (5_000, 1)]),
+            5_000,
+            1,
+        );
+        assert!(matches!(same.logging(), Some(Logging::Merge(_))));
+        // A refusal logs nothing.
+        let full = acquire(&cfg, Some(0), &MemLog::with(&[(4_500, 10)]), 5_000, 1);
+        assert_eq!(full.logging(), None);
+    }
+
+    #[test]
+    fn members_merge_only_when_readable_and_the_sum_fits() {
+        let member = keyspace::encode_member(&[7; keyspace::ID_LEN], 3);
+        let merged = merged_member(&member, 2).unwrap();
+        let decoded = keyspace::decode_member(&merged).unwrap();
+        assert_eq!(
+            (decoded.id, decoded.permits),
+            (&[7; keyspace::ID_LEN][..], 5)
+        );
+        let full = keyspace::encode_member(&[7; keyspace::ID_LEN], u32::MAX);
+        assert_eq!(merged_member(&full, 1), None, "the sum overflows 32 bits");
+        assert_eq!(merged_member(b"", 1), None);
+        assert_eq!(merged_member(b"not a member", 1), None);
+    }
+
+    #[test]
+    fn only_an_entry_in_a_fresh_layout_with_the_same_permits_is_recycled() {
+        let member = keyspace::encode_member(&[1; keyspace::ID_LEN], 2);
+        assert_eq!(recycled_member(&member, 2), Some(member));
+        assert_eq!(recycled_member(&member, 3), None);
+        // Redisson 3.13's `fI` layout, 8 bytes: read, but never taken over.
+        let old = [0, 0, 0x80, 0x3f, 2, 0, 0, 0];
+        assert_eq!(recycled_member(&old, 2), None);
+    }
+
+    #[test]
+    fn a_split_keeps_the_id_in_the_layout_this_module_writes() {
+        let old = [9, 9, 9, 9, 4, 0, 0, 0];
+        let split = split_member(&old, 1).unwrap();
+        assert_eq!(split, [4, 9, 9, 9, 9, 1, 0, 0, 0]);
+        assert_eq!(
+            split_member(b"", 1),
+            Err(SplitError::Unreadable(keyspace::MemberError::Empty))
+        );
+        assert_eq!(
+            split_member(&[1, 2, 3], 1).unwrap_err().to_string(),
+            "permit entry of 3 bytes fits no Redisson member layout"
+        );
+        // Redisson 3.16.4's `Lc0I` layout can hold an id a length byte cannot say.
+        let mut long = 300u64.to_le_bytes().to_vec();
+        long.extend([5; 300]);
+        long.extend(1u32.to_le_bytes());
+        assert_eq!(split_member(&long, 1), Err(SplitError::IdTooLong));
+        assert_eq!(
+            SplitError::IdTooLong.to_string(),
+            "permit entry id too long"
         );
     }
 

@@ -1,0 +1,740 @@
+//! The config cache's table: a value with its own methods, so unit tests build one of their own;
+//! the module holds one instance behind a lock (see [`super`]).
+//!
+//! Bounded: [`SLOTS`] entries indexed by a hash of the database and the name; a new entry takes
+//! its slot from whatever held it, unless that entry was used since it was kept: then it keeps
+//! the slot once (a second chance, as in CLOCK), so a limiter in use is not pushed out by one read
+//! twice in a long while.
+//!
+//! Kept at the second read, not the first: keeping an entry costs about as much as reading the
+//! hash (three strings made, the slot's old ones freed), so a limiter read once in a long while
+//! (one of hundreds of thousands called at random) must not pay it on every call to evict
+//! another just as cold. A read only marks the name in a table of [`SEEN`] fingerprints; a read
+//! that finds its mark keeps the entry. A busy limiter is kept from its second call on.
+//!
+//! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
+//! entry is kept with a [`Check::Pending`], made at its [`CHECKED_AT_USE`]th use (see
+//! [`super::guard`]). A name that passed is remembered as checked until an event forgets it, so
+//! an entry kept for it again needs no check.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::OnceLock;
+
+use redis_module::{Context, RedisString};
+
+use super::spread::Spread;
+use crate::ffi::key::KeptString;
+use crate::keyspace::StateKeys;
+use crate::sliding_log::Config;
+
+/// Entries kept at most: enough for the limiters a server is busy with at once, at about 100
+/// bytes each (names longer than [`MAX_NAME`] are not kept).
+pub const SLOTS: usize = 4096;
+
+/// The longest name kept, in bytes.
+pub const MAX_NAME: usize = 256;
+
+/// Fingerprints of names read once (four bytes each): a name whose fingerprint is still here
+/// when it is read again is kept.
+pub const SEEN: usize = 16 * 1024;
+
+/// The use of an entry at which its [`Check::Pending`] is made: an entry used once is as likely
+/// as not to be replaced before another use (one of 50 000 limiters at random), while one used
+/// twice is busy; asking at the first use costs more than the hits save (docs/performance.md).
+pub const CHECKED_AT_USE: u8 = 2;
+
+pub(super) struct Entry {
+    db: i32,
+    name: Box<[u8]>,
+    /// The hash's field count when it was read.
+    fields: usize,
+    config: Config,
+    check: Check,
+    /// Made at the entry's first use, not when it is kept: most entries of a server with many
+    /// more limiters than slots are never used before another takes their slot, and making
+    /// and freeing their strings would cost those calls what the hits save. None until then,
+    /// and where the server cannot make strings (unit tests).
+    names: Option<Names>,
+}
+
+impl Entry {
+    fn is(&self, db: i32, name: &[u8]) -> bool {
+        self.db == db && *self.name == *name
+    }
+}
+
+/// What is left to check before a cached configuration is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing: the server has no field TTLs, or showed that the hash has none.
+    Done,
+    /// The server has field TTLs it does not show to modules (Redis 7.4, Valkey 9): it is asked
+    /// (`HPTTL`) whether the fields read are still there without a TTL, at the entry's
+    /// [`CHECKED_AT_USE`]th use, and the entry is not used before. Not when it is kept: with many
+    /// more limiters than slots, most entries are replaced before they are used, and asking for
+    /// each would cost those calls more than the hits save.
+    Pending {
+        /// The fields found when the configuration was read, one bit each.
+        present: u8,
+        /// Uses so far, each of which read the hash as if nothing were kept.
+        uses: u8,
+    },
+}
+
+impl Check {
+    /// Whether a pending check must be made at the use at hand before the entry is used; false
+    /// for [`Check::Done`], and for a pending check not due yet (the entry is then not used this
+    /// time, see [`Table::used_unchecked`]).
+    pub fn pending_and_due(self) -> bool {
+        match self {
+            Check::Done => false,
+            Check::Pending { uses, .. } => uses.saturating_add(1) >= CHECKED_AT_USE,
+        }
+    }
+}
+
+/// A limiter's key names as server strings.
+struct Names {
+    hash: KeptString,
+    value: KeptString,
+    permits: KeptString,
+}
+
+impl Names {
+    fn of(name: &[u8]) -> Option<Names> {
+        let state = StateKeys::overall(name);
+        Some(Names {
+            hash: KeptString::new(name)?,
+            value: KeptString::new(&state.value)?,
+            permits: KeptString::new(&state.permits)?,
+        })
+    }
+}
+
+/// What is known of a limiter: its configuration if its hash still has `fields` fields, and
+/// references to its key names for the command at hand.
+pub struct Known {
+    pub config: Config,
+    pub fields: usize,
+    pub check: Check,
+    pub hash: Option<RedisString>,
+    /// The OVERALL state's keys.
+    pub value: Option<RedisString>,
+    pub permits: Option<RedisString>,
+}
+
+/// The entries; beside them, each slot's tag (the full hash of the name it holds, 0 if none),
+/// which a lookup compares before it touches the entry: on a server with many more limiters
+/// than slots nearly every lookup misses, and a miss then reads one word of a 32 KiB array
+/// rather than an entry and its name elsewhere in memory. Whether each slot's entry was used
+/// since it was kept or last kept its slot (see [`Table::remember`]). And the marks of names
+/// read once, and of names whose [`Check::Pending`] found no field TTL: the name's full hash at
+/// its mark's place, so an entry kept for it again (after another took its slot) is used at
+/// once, until an event forgets the name. All empty until the first read. And how calls spread.
+pub struct Table {
+    entries: Vec<Option<Entry>>,
+    tags: Vec<u64>,
+    used: Vec<bool>,
+    seen: Vec<u32>,
+    checked: Vec<u64>,
+    spread: Spread,
+}
+
+/// Where a name goes: its entry's slot and tag, its mark's place and the mark.
+struct Place {
+    slot: usize,
+    tag: u64,
+    mark: usize,
+    fingerprint: u32,
+}
+
+impl Place {
+    fn of(db: i32, name: &[u8]) -> Place {
+        let hash = hash(db, name);
+        // The high bits are the best mixed: the slot from the top twelve, the mark's place
+        // from the next fourteen, the fingerprint from the low half (never 0, an empty mark).
+        Place {
+            slot: (hash >> 52) as usize % SLOTS,
+            tag: hash | 1,
+            mark: (hash >> 38) as usize % SEEN,
+            fingerprint: (hash as u32) | 1,
+        }
+    }
+}
+
+/// A multiplicative hash over the database and the name, eight bytes at a time (the table only
+/// needs names spread over its slots, not a hash safe against chosen collisions: a collision
+/// costs one more read of a hash).
+fn hash(db: i32, name: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(K);
+    let mut hash = mix(name.len() as u64, db as u64);
+    let mut chunks = name.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        hash = mix(hash, u64::from_le_bytes(word));
+    }
+    let mut tail = [0u8; 8];
+    let rest = chunks.remainder();
+    if let Some(place) = tail.get_mut(..rest.len()) {
+        place.copy_from_slice(rest);
+    }
+    mix(hash, u64::from_le_bytes(tail))
+}
+
+/// What marks a name as checked: a hash with keys drawn at random for the process (SipHash),
+/// since a name whose mark matched would skip its check. [`hash`] is cheaper but easy to
+/// collide on purpose: two names chosen to share its value would let one's check pass for the
+/// other. Never 0, an empty mark.
+fn checked_key(db: i32, name: &[u8]) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one((db, name)) | 1
+}
+
+impl Table {
+    /// An empty table, in use until calls show otherwise; it takes memory at its first read.
+    pub const fn new() -> Table {
+        Table {
+            entries: Vec::new(),
+            tags: Vec::new(),
+            used: Vec::new(),
+            seen: Vec::new(),
+            checked: Vec::new(),
+            spread: Spread::new(),
+        }
+    }
+
+    /// The slot of a name, if its tag is there: the entry may be the name's.
+    fn tagged(&self, place: &Place) -> Option<usize> {
+        (self.tags.get(place.slot) == Some(&place.tag)).then_some(place.slot)
+    }
+
+    /// What is kept for `name` in `db`, while the table is in use (see [`super::spread`]),
+    /// counting the lookup in how calls spread; its strings are references owned by `ctx`'s
+    /// command. Found, the entry counts as used (for its second chance in
+    /// [`Table::remember`]), whatever the command does with it.
+    #[inline]
+    pub fn lookup(&mut self, ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
+        let place = Place::of(db, name);
+        if !self.spread.count(place.slot, place.fingerprint) {
+            return None;
+        }
+        self.known(ctx, db, name, &place)
+    }
+
+    /// What is kept for `name`, at `place`.
+    fn known(&mut self, ctx: &Context, db: i32, name: &[u8], place: &Place) -> Option<Known> {
+        let slot = self.tagged(place)?;
+        let Table { entries, used, .. } = self;
+        match entries.get_mut(slot) {
+            Some(Some(entry)) if entry.is(db, name) => {
+                if let Some(used) = used.get_mut(slot) {
+                    *used = true;
+                }
+                // An entry still to be checked is not used yet, and may never be.
+                if entry.names.is_none() && entry.check == Check::Done {
+                    entry.names = Names::of(name);
+                }
+                let names = entry.names.as_ref();
+                Some(Known {
+                    config: entry.config,
+                    fields: entry.fields,
+                    check: entry.check,
+                    hash: names.and_then(|n| n.hash.hold(ctx)),
+                    value: names.and_then(|n| n.value.hold(ctx)),
+                    permits: names.and_then(|n| n.permits.hold(ctx)),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a configuration just read for `name` should be kept: true if the table is in use
+    /// and the name was read recently (see the module's doc); otherwise the read is marked
+    /// (while in use) and false.
+    pub fn admits(&mut self, db: i32, name: &[u8]) -> bool {
+        if name.len() > MAX_NAME || !self.spread.in_use() {
+            return false;
+        }
+        let place = Place::of(db, name);
+        if self.seen.is_empty() {
+            self.seen.resize(SEEN, 0);
+        }
+        match self.seen.get_mut(place.mark) {
+            Some(mark) if *mark == place.fingerprint => true,
+            Some(mark) => {
+                *mark = place.fingerprint;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps a configuration just read from a hash of `fields` fields (which [`Table::admits`]
+    /// let in), with what is left to check before it is used, unless its slot holds another
+    /// limiter's entry used since it was kept: that entry keeps the slot once (it is then unused
+    /// again), so a limiter in use is not pushed out by one read twice in a long while. With
+    /// calls spread at random over more limiters than slots, replacing on every admission had
+    /// most entries replaced before any use. Returns the entry replaced, for the caller to free
+    /// outside its lock.
+    #[must_use]
+    pub(super) fn remember(
+        &mut self,
+        db: i32,
+        name: &[u8],
+        fields: usize,
+        config: Config,
+        check: Check,
+    ) -> Option<Entry> {
+        if name.len() > MAX_NAME {
+            return None;
+        }
+        let place = Place::of(db, name);
+        if self.entries.is_empty() {
+            self.entries.resize_with(SLOTS, || None);
+            self.tags.resize(SLOTS, 0);
+            self.used.resize(SLOTS, false);
+        }
+        let Table {
+            entries,
+            tags,
+            used,
+            checked,
+            ..
+        } = self;
+        let check = match (check, checked.get(place.mark)) {
+            (Check::Pending { .. }, Some(&mark)) if mark != 0 && mark == checked_key(db, name) => {
+                Check::Done
+            }
+            (check, _) => check,
+        };
+        let (Some(slot), Some(tag), Some(used)) = (
+            entries.get_mut(place.slot),
+            tags.get_mut(place.slot),
+            used.get_mut(place.slot),
+        ) else {
+            return None;
+        };
+        let another = slot.as_ref().is_some_and(|entry| !entry.is(db, name));
+        if another && *used {
+            *used = false;
+            return None;
+        }
+        let replaced = slot.replace(Entry {
+            db,
+            name: name.into(),
+            fields,
+            config,
+            check,
+            names: None,
+        });
+        *tag = place.tag;
+        *used = false;
+        replaced
+    }
+
+    /// Counts a use of the entry of `name` in `db` that did not use it: its check is not due yet.
+    pub fn used_unchecked(&mut self, db: i32, name: &[u8]) {
+        if let Some(entry) = self.entry_mut(db, name) {
+            if let Check::Pending { present, uses } = entry.check {
+                entry.check = Check::Pending {
+                    present,
+                    uses: uses.saturating_add(1),
+                };
+            }
+        }
+    }
+
+    /// The check of the entry of `name` in `db` passed: the entry is used from now on, and the
+    /// name is remembered as checked. Only while the entry is still there and pending: an event
+    /// that forgot it since it was looked up may have changed what was checked.
+    pub fn passed_check(&mut self, db: i32, name: &[u8]) {
+        let pending = match self.entry_mut(db, name) {
+            Some(entry) if entry.check != Check::Done => {
+                entry.check = Check::Done;
+                true
+            }
+            _ => false,
+        };
+        if !pending {
+            return;
+        }
+        if self.checked.is_empty() {
+            self.checked.resize(SEEN, 0);
+        }
+        let mark = Place::of(db, name).mark;
+        if let Some(checked) = self.checked.get_mut(mark) {
+            *checked = checked_key(db, name);
+        }
+    }
+
+    /// The entry of `name` in `db`, if it is kept.
+    fn entry_mut(&mut self, db: i32, name: &[u8]) -> Option<&mut Entry> {
+        let slot = self.tagged(&Place::of(db, name))?;
+        match self.entries.get_mut(slot) {
+            Some(Some(entry)) if entry.is(db, name) => Some(entry),
+            _ => None,
+        }
+    }
+
+    /// Forgets the entry of `name` in `db`, if one is kept, and that its check was done: its
+    /// hash changed or is gone. Returns the entry, for the caller to free outside its lock.
+    #[must_use]
+    pub(super) fn forget(&mut self, db: i32, name: &[u8]) -> Option<Entry> {
+        let place = Place::of(db, name);
+        if let Some(mark) = self.checked.get_mut(place.mark) {
+            if *mark != 0 && *mark == checked_key(db, name) {
+                *mark = 0;
+            }
+        }
+        let slot = self.tagged(&place)?;
+        let Table {
+            entries,
+            tags,
+            used,
+            ..
+        } = self;
+        let (Some(entry), Some(tag), Some(used)) = (
+            entries.get_mut(slot),
+            tags.get_mut(slot),
+            used.get_mut(slot),
+        ) else {
+            return None;
+        };
+        if !entry.as_ref().is_some_and(|entry| entry.is(db, name)) {
+            return None;
+        }
+        *tag = 0;
+        *used = false;
+        entry.take()
+    }
+
+    /// Forgets every entry and mark: a whole database changed at once. Not how calls spread,
+    /// which is the same after.
+    pub fn forget_all(&mut self) {
+        self.entries.iter_mut().for_each(|entry| *entry = None);
+        self.tags.iter_mut().for_each(|tag| *tag = 0);
+        self.used.iter_mut().for_each(|used| *used = false);
+        self.seen.iter_mut().for_each(|mark| *mark = 0);
+        self.checked.iter_mut().for_each(|mark| *mark = 0);
+    }
+
+    /// Holds the table in use whatever the calls' spread, or lets the spread decide again from
+    /// a new window.
+    pub fn hold_in_use(&mut self, held: bool) {
+        self.spread.hold(held);
+    }
+
+    /// Whether calls come back to few enough limiters for the table to be in use.
+    pub fn in_use(&self) -> bool {
+        self.spread.in_use()
+    }
+
+    /// How many configurations are kept. O(slots): for INFO, not a command.
+    pub fn kept(&self) -> usize {
+        self.entries.iter().filter(|entry| entry.is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spread;
+    use super::*;
+    use crate::sliding_log::Mode;
+
+    impl Table {
+        /// The configuration kept, if its hash has `fields` fields (what the store checks).
+        fn config_for(&mut self, db: i32, name: &[u8], fields: usize) -> Option<Config> {
+            self.known_now(db, name)
+                .filter(|known| known.fields == fields)
+                .map(|known| known.config)
+        }
+
+        /// What a lookup finds while the table is in use, not counted in its spread (which
+        /// these tests' thousands of names would take out of use).
+        fn known_now(&mut self, db: i32, name: &[u8]) -> Option<Known> {
+            self.known(&Context::dummy(), db, name, &Place::of(db, name))
+        }
+
+        fn check_of(&mut self, name: &[u8]) -> Option<Check> {
+            self.known_now(0, name).map(|known| known.check)
+        }
+
+        /// The configuration kept for `name`, without using it.
+        fn peek(&self, db: i32, name: &[u8]) -> Option<Config> {
+            let slot = self.tagged(&Place::of(db, name))?;
+            match self.entries.get(slot) {
+                Some(Some(entry)) if entry.is(db, name) => Some(entry.config),
+                _ => None,
+            }
+        }
+
+        /// A read of `name`'s configuration, as the store makes it.
+        fn read(&mut self, db: i32, name: &[u8], fields: usize, config: Config) {
+            if self.admits(db, name) {
+                self.keep(db, name, fields, config, Check::Done);
+            }
+        }
+
+        fn keep(&mut self, db: i32, name: &[u8], fields: usize, config: Config, check: Check) {
+            drop(self.remember(db, name, fields, config, check));
+        }
+
+        fn drop_entry(&mut self, db: i32, name: &[u8]) {
+            drop(self.forget(db, name));
+        }
+
+        fn is_marked(&self, name: &[u8]) -> bool {
+            let place = Place::of(0, name);
+            self.seen.get(place.mark) == Some(&place.fingerprint)
+        }
+    }
+
+    fn config(rate: i64) -> Config {
+        Config {
+            rate,
+            interval: 1000,
+            mode: Mode::Overall,
+            keep_alive: 0,
+            precision: 1,
+        }
+    }
+
+    const PENDING: Check = Check::Pending {
+        present: 0b111,
+        uses: 0,
+    };
+
+    /// Names enough to share slots and marks.
+    fn names() -> Vec<Vec<u8>> {
+        (0..SLOTS * 4)
+            .map(|i| format!("n{i}").into_bytes())
+            .collect()
+    }
+
+    /// Two names of one slot.
+    fn twins(names: &[Vec<u8>]) -> (&[u8], &[u8]) {
+        let first = &names[0];
+        let twin = names
+            .iter()
+            .skip(1)
+            .find(|n| Place::of(0, n).slot == Place::of(0, first).slot)
+            .expect("a name sharing the first one's slot");
+        (first, twin)
+    }
+
+    #[test]
+    fn an_entry_is_kept_at_the_second_read_for_its_database_name_and_field_count() {
+        let mut table = Table::new();
+        table.read(0, b"api", 3, config(10));
+        assert_eq!(
+            table.config_for(0, b"api", 3),
+            None,
+            "a first read is only marked"
+        );
+        table.read(0, b"api", 3, config(10));
+        assert_eq!(
+            table.config_for(0, b"api", 3),
+            Some(config(10)),
+            "the second keeps"
+        );
+        assert_eq!(table.config_for(0, b"api", 4), None, "a field was added");
+        assert_eq!(table.config_for(1, b"api", 3), None, "another database");
+        assert_eq!(table.config_for(0, b"apj", 3), None);
+        table.read(0, b"api", 3, config(20));
+        assert_eq!(
+            table.config_for(0, b"api", 3),
+            Some(config(20)),
+            "the newest wins"
+        );
+        let long = vec![b'x'; MAX_NAME + 1];
+        table.read(0, &long, 3, config(10));
+        table.read(0, &long, 3, config(10));
+        assert_eq!(
+            table.config_for(0, &long, 3),
+            None,
+            "long names are not kept"
+        );
+    }
+
+    #[test]
+    fn forgetting_is_per_database_and_name_and_forgetting_all_clears_the_marks() {
+        let mut table = Table::new();
+        table.read(0, b"api", 3, config(10));
+        table.read(0, b"api", 3, config(10));
+        table.drop_entry(1, b"api");
+        assert_eq!(
+            table.config_for(0, b"api", 3),
+            Some(config(10)),
+            "another db's"
+        );
+        table.drop_entry(0, b"api");
+        assert_eq!(table.config_for(0, b"api", 3), None);
+        table.read(0, b"api", 3, config(10));
+        table.read(0, b"api", 3, config(10));
+        table.forget_all();
+        assert_eq!(table.config_for(0, b"api", 3), None);
+        table.read(0, b"api", 3, config(10));
+        assert_eq!(table.config_for(0, b"api", 3), None, "the marks went too");
+    }
+
+    #[test]
+    fn a_pending_check_counts_uses_until_it_passes_for_its_name_only() {
+        let mut table = Table::new();
+        table.keep(0, b"api", 3, config(10), PENDING);
+        table.keep(0, b"web", 3, config(10), PENDING);
+        assert_eq!(table.check_of(b"api"), Some(PENDING));
+        assert!(!PENDING.pending_and_due(), "not at the first use");
+        table.used_unchecked(0, b"api");
+        let used = Check::Pending {
+            present: 0b111,
+            uses: 1,
+        };
+        assert_eq!(table.check_of(b"api"), Some(used));
+        assert!(used.pending_and_due() && !Check::Done.pending_and_due());
+        table.passed_check(0, b"api");
+        table.passed_check(1, b"web");
+        assert_eq!(table.check_of(b"api"), Some(Check::Done));
+        assert_eq!(
+            table.check_of(b"web"),
+            Some(PENDING),
+            "another name, another db"
+        );
+    }
+
+    #[test]
+    fn names_sharing_a_slot_replace_each_other_and_are_never_taken_for_each_other() {
+        let names = names();
+        let (first, twin) = twins(&names);
+        let mut table = Table::new();
+        table.read(0, first, 3, config(1));
+        table.read(0, first, 3, config(1));
+        table.read(0, twin, 3, config(2));
+        table.read(0, twin, 3, config(2));
+        assert_eq!(table.config_for(0, first, 3), None);
+        assert_eq!(table.config_for(0, twin, 3), Some(config(2)));
+        table.drop_entry(0, first);
+        assert_eq!(
+            table.config_for(0, twin, 3),
+            Some(config(2)),
+            "the twin stays"
+        );
+    }
+
+    #[test]
+    fn of_names_read_once_a_later_read_keeps_those_whose_mark_no_other_took() {
+        let names = names();
+        let mut table = Table::new();
+        for name in &names {
+            table.read(0, name, 3, config(1));
+        }
+        let kept = names.iter().filter(|n| table.peek(0, n).is_some()).count();
+        assert_eq!(kept, 0, "names read once are not kept");
+        let still_marked = names.iter().filter(|n| table.is_marked(n)).count();
+        assert!(still_marked > 0 && still_marked < names.len());
+        for name in &names {
+            let was_marked = table.is_marked(name);
+            table.read(0, name, 3, config(1));
+            assert_eq!(table.peek(0, name).is_some(), was_marked, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn an_entry_used_since_it_was_kept_keeps_its_slot_once_then_yields() {
+        let names = names();
+        let (first, twin) = twins(&names);
+        let mut table = Table::new();
+        table.read(0, first, 3, config(1));
+        table.read(0, first, 3, config(1));
+        assert_eq!(table.config_for(0, first, 3), Some(config(1)), "a use");
+        table.read(0, twin, 3, config(2));
+        table.read(0, twin, 3, config(2));
+        assert_eq!(
+            table.peek(0, first),
+            Some(config(1)),
+            "the used entry stays"
+        );
+        assert_eq!(table.peek(0, twin), None);
+        table.read(0, twin, 3, config(2));
+        assert_eq!(
+            table.peek(0, twin),
+            Some(config(2)),
+            "unused since, it yields"
+        );
+        assert_eq!(table.peek(0, first), None);
+    }
+
+    #[test]
+    fn a_name_checked_needs_no_check_when_kept_again_until_it_is_forgotten() {
+        let names = names();
+        let (first, twin) = twins(&names);
+        let mut table = Table::new();
+        table.keep(0, first, 3, config(1), PENDING);
+        table.passed_check(0, first);
+        table.keep(0, twin, 3, config(2), PENDING);
+        assert_eq!(table.peek(0, first), None, "the twin took the slot");
+        table.keep(0, first, 3, config(1), PENDING);
+        assert_eq!(table.check_of(first), Some(Check::Done), "checked before");
+        table.keep(0, twin, 3, config(2), PENDING);
+        table.keep(0, twin, 3, config(2), PENDING);
+        assert_eq!(table.check_of(twin), Some(PENDING), "never checked");
+        table.drop_entry(0, first);
+        table.drop_entry(0, twin);
+        table.keep(0, first, 3, config(1), PENDING);
+        assert_eq!(
+            table.check_of(first),
+            Some(PENDING),
+            "forgotten, checked again"
+        );
+        // A check that passed for an entry forgotten meanwhile marks nothing.
+        table.drop_entry(0, first);
+        table.passed_check(0, first);
+        table.keep(0, first, 3, config(1), PENDING);
+        assert_eq!(
+            table.check_of(first),
+            Some(PENDING),
+            "forgotten before it passed"
+        );
+    }
+
+    #[test]
+    fn calls_over_many_limiters_take_the_table_out_of_use_and_few_bring_it_back() {
+        let mut table = Table::new();
+        let phase = |table: &mut Table, calls: usize, name: &dyn Fn(usize) -> Vec<u8>| {
+            for i in 0..calls {
+                table.lookup(&Context::dummy(), 0, &name(i));
+            }
+            table.in_use()
+        };
+        // Each phase holds two whole windows (in use after two that find enough), wherever the
+        // last one started.
+        let calls = (3 * spread::SAMPLE_ONE_IN * spread::WINDOW) as usize;
+        let many = |i: usize| format!("user:{}", (i * 7919) % 50_000).into_bytes();
+        let few = |i: usize| format!("api:{}", i % 8).into_bytes();
+        assert!(table.in_use(), "in use from the start");
+        let first = (2 * spread::SAMPLE_ONE_IN * spread::FIRST_WINDOW) as usize;
+        assert!(
+            !phase(&mut table, first, &many),
+            "the first decision comes early"
+        );
+        assert!(phase(&mut table, calls, &few), "in use on few limiters");
+        assert!(!phase(&mut table, calls, &many), "out of use on many");
+        table.read(0, b"api", 3, config(10));
+        table.read(0, b"api", 3, config(10));
+        assert_eq!(table.peek(0, b"api"), None, "nothing kept out of use");
+        assert!(!phase(&mut table, calls, &|i| many(i + calls)), "still out");
+        assert!(phase(&mut table, calls, &few), "back in use");
+        table.read(0, b"api", 3, config(10));
+        table.read(0, b"api", 3, config(10));
+        assert_eq!(table.peek(0, b"api"), Some(config(10)), "kept in use");
+        table.keep(0, b"web", 3, config(10), Check::Done);
+        assert!(
+            !phase(&mut table, calls, &|i| many(i + 2 * calls)),
+            "out again"
+        );
+        let found = table.lookup(&Context::dummy(), 0, b"web");
+        assert!(found.is_none(), "a kept entry is not handed out out of use");
+        assert!(table.peek(0, b"web").is_some(), "but stays");
+    }
+}

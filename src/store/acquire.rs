@@ -1,0 +1,308 @@
+//! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
+//! committing it; AVAILABLE and the wait hint read the same way without writing.
+
+use super::{Condition, LimiterKeys, RateChange, State};
+use crate::error::Error;
+use crate::key::{OpenMode, Writable};
+use crate::sliding_log::{self, AcquirePlan, Config, Logging, Outcome, Reset};
+
+/// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// A new request that does not wait (TRYACQUIRE, or ACQUIRE inside MULTI or a script):
+    /// refused while anyone is queued, so a large request at the head is never starved by small
+    /// ones arriving after it.
+    BehindWaiters,
+    /// A new ACQUIRE that joins the queue if refused.
+    Queueing,
+    /// The head of the queue, being served.
+    FirstInLine,
+}
+
+/// An acquisition read and decided, not yet written (see [`LimiterKeys::attempt`]).
+pub struct Attempt<'c, M: OpenMode> {
+    config: Config,
+    /// The configuration of a limiter created by this acquisition (the `RATE` option).
+    created: Option<Config>,
+    state: State<'c, M>,
+    plan: AcquirePlan,
+    turn: Turn,
+    now: i64,
+    /// Permits queued ahead by blocked ACQUIRE clients.
+    queued: u64,
+}
+
+impl<M: OpenMode> Attempt<'_, M> {
+    /// Whether the attempt would take its permits.
+    pub fn grants(&self) -> bool {
+        self.plan.append.is_some()
+    }
+
+    /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
+    /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
+    pub fn shares_state_with(&self, other: &Self) -> bool {
+        let mine = [self.state.value.name(), self.state.permits.name()];
+        let theirs = [other.state.value.name(), other.state.permits.name()];
+        mine.iter().any(|key| theirs.contains(key))
+    }
+}
+
+/// What an acquisition did, with what an HTTP API needs to answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// `Acquired`, or the wait; `Wait(0)` for permits free here but not taken because another
+    /// limiter of an all-or-nothing acquisition refused.
+    pub outcome: Outcome,
+    pub limit: i64,
+    /// Permits a new request could take right after this call, within `0..=limit`, counting
+    /// what queued ACQUIRE clients wait for as taken.
+    pub remaining: i64,
+    /// Milliseconds until every permit logged has expired; 0 if none is.
+    pub reset_after: i64,
+}
+
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    /// TRYACQUIRE: take `permits` now or say how long to wait.
+    pub fn try_acquire(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+        turn: Turn,
+        create: Option<&Config>,
+        reset: Reset,
+    ) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
+        let attempt = self.attempt(client, permits, now, turn, create, reset)?;
+        self.commit(&attempt, true)
+    }
+
+    /// Reads and decides an acquisition without writing anything: the plan, and whether the
+    /// limiter must first be created (`create`, when its hash does not exist).
+    pub fn attempt(
+        &self,
+        client: Option<&[u8]>,
+        permits: u32,
+        now: i64,
+        turn: Turn,
+        create: Option<&Config>,
+        reset: Reset,
+    ) -> Result<Attempt<'c, M>, Error>
+    where
+        M: Writable,
+    {
+        let (config, created) = match (self.config()?, create) {
+            (Some(config), _) => (config, None),
+            (None, Some(creation)) => {
+                self.refuse_split(&[&self.hash])?;
+                (*creation, Some(*creation))
+            }
+            (None, None) => {
+                return Err(self.require_config().err().unwrap_or(Error::NotInitialized))
+            }
+        };
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let stored = state.stored_value()?;
+        let queued = match turn {
+            Turn::FirstInLine => None,
+            Turn::BehindWaiters | Turn::Queueing => self.queued_permits(&state),
+        };
+        let plan = match queued {
+            // Take nothing while others wait; hint at when they and this request could fit.
+            Some(ahead) => {
+                let wait = hint(&config, stored, &state, now, ahead, permits)?;
+                let (available, reset_after) = sliding_log::status(&config, stored, &state, now)?;
+                AcquirePlan::waiting(wait, available, reset_after)
+            }
+            None => sliding_log::try_acquire(&config, stored, &state, now, permits, reset)?,
+        };
+        Ok(Attempt {
+            config,
+            created,
+            state,
+            plan,
+            turn,
+            now,
+            queued: queued.unwrap_or(0),
+        })
+    }
+
+    /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
+    /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
+    /// value and the TTL rule.
+    pub fn commit(&self, attempt: &Attempt<'_, M>, grant: bool) -> Result<Verdict, Error>
+    where
+        M: Writable,
+    {
+        let Attempt {
+            config,
+            created,
+            state,
+            turn,
+            now,
+            queued,
+            ..
+        } = attempt;
+        let plan = if grant {
+            attempt.plan
+        } else {
+            attempt.plan.without_grant(*now, config.interval)
+        };
+        if let Some(creation) = created {
+            self.create(creation)?;
+        }
+        match plan.logging() {
+            Some(Logging::Recycle { cutoff, entry }) if state.recycle(cutoff, entry) => {
+                // Whatever else expired (none, in a steady window) goes as usual.
+                state.prune(plan.prune);
+            }
+            logging => {
+                state.prune(plan.prune);
+                if let Some(logging) = logging {
+                    state.log(logging.entry(), matches!(logging, Logging::Merge(_)))?;
+                }
+            }
+        }
+        self.write_value_and_ttls(config, state, plan.value, waiting(&plan, *turn, *queued));
+        Ok(Verdict::of(&plan, config.rate, *queued))
+    }
+
+    /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
+    pub(super) fn create(&self, config: &Config) -> Result<(), Error>
+    where
+        M: Writable,
+    {
+        let change = RateChange {
+            config: *config,
+            condition: Some(Condition::IfAbsent),
+            keep_state: false,
+            client: None,
+        };
+        // NX reads no clock and touches no state.
+        self.set_rate(&change, 0).map(|_| ())
+    }
+
+    /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).
+    pub fn wait_hint(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        if i64::from(permits) > config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        let state = self.state(&config, client)?;
+        let ahead = self.queued_permits(&state).unwrap_or(0);
+        hint(&config, state.stored_value()?, &state, now, ahead, permits)
+    }
+
+    /// AVAILABLE: permits a new request could take now, computed without writing: what queued
+    /// ACQUIRE clients wait for counts as taken (a new request is refused while they wait).
+    pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let available = sliding_log::available(&config, state.stored_value()?, &state, now)?;
+        let queued = self.queued_permits(&state).unwrap_or(0);
+        Ok(available
+            .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
+            .max(0))
+    }
+}
+
+/// The wait before `permits` could be taken after the `ahead` permits queued before them (their
+/// sum capped at the rate, since no request can exceed it); at least 1. Writes nothing.
+pub(super) fn hint<M: OpenMode>(
+    config: &Config,
+    stored: Option<i64>,
+    state: &State<'_, M>,
+    now: i64,
+    ahead: u64,
+    permits: u32,
+) -> Result<i64, Error> {
+    let rate = u64::try_from(config.rate).unwrap_or(0);
+    let wanted = ahead
+        .saturating_add(u64::from(permits))
+        .min(rate)
+        .min(u64::from(u32::MAX)) as u32;
+    Ok(
+        match sliding_log::try_acquire(config, stored, state, now, wanted, Reset::NotWanted)?
+            .outcome
+        {
+            Outcome::Wait(ms) => ms,
+            Outcome::Acquired => 1,
+        },
+    )
+}
+
+/// How long the client of an acquisition waits for its turn, for the TTL rule: a refusal that
+/// leaves a client waiting keeps the limiter alive until its turn.
+fn waiting(plan: &AcquirePlan, turn: Turn, queued: u64) -> i64 {
+    match (plan.outcome, turn) {
+        (Outcome::Wait(ms), Turn::Queueing | Turn::FirstInLine) => ms,
+        (Outcome::Wait(ms), Turn::BehindWaiters) if queued > 0 => ms,
+        _ => 0,
+    }
+}
+
+impl Verdict {
+    /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
+    /// blocked ACQUIRE clients (counted as taken).
+    fn of(plan: &AcquirePlan, rate: i64, queued: u64) -> Verdict {
+        let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
+        Verdict {
+            outcome: if plan.append.is_some() {
+                Outcome::Acquired
+            } else {
+                match plan.outcome {
+                    Outcome::Wait(ms) => Outcome::Wait(ms),
+                    Outcome::Acquired => Outcome::Wait(0),
+                }
+            },
+            limit: rate,
+            remaining: plan
+                .available_after
+                .saturating_sub(ahead)
+                .clamp(0, rate.max(0)),
+            reset_after: plan.reset_after,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(wait: i64) -> AcquirePlan {
+        AcquirePlan::waiting(wait, 2, 300)
+    }
+
+    #[test]
+    fn only_a_refusal_that_leaves_a_client_waiting_extends_the_ttl() {
+        assert_eq!(waiting(&refusal(40), Turn::Queueing, 0), 40);
+        assert_eq!(waiting(&refusal(40), Turn::FirstInLine, 0), 40);
+        assert_eq!(waiting(&refusal(40), Turn::BehindWaiters, 0), 0);
+        assert_eq!(waiting(&refusal(40), Turn::BehindWaiters, 3), 40);
+    }
+
+    #[test]
+    fn a_verdict_counts_queued_permits_as_taken_within_the_rate() {
+        let verdict = Verdict::of(&refusal(40), 10, 1);
+        assert_eq!(verdict.outcome, Outcome::Wait(40));
+        assert_eq!(
+            (verdict.limit, verdict.remaining, verdict.reset_after),
+            (10, 1, 300)
+        );
+        assert_eq!(Verdict::of(&refusal(40), 10, 5).remaining, 0);
+        assert_eq!(Verdict::of(&refusal(40), 10, u64::MAX).remaining, 0);
+        assert_eq!(
+            Verdict::of(&AcquirePlan::waiting(1, 50, 0), 10, 0).remaining,
+            10
+        );
+        assert_eq!(
+            Verdict::of(&AcquirePlan::waiting(1, 5, 0), -1, 0).remaining,
+            0
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! Decoding a limiter's configuration from its hash, or taking the one the config cache keeps.
+
+use redis_module::RedisString;
+
+use super::LimiterKeys;
+use crate::args;
+use crate::config_cache;
+use crate::error::Error;
+use crate::key::{OpenMode, StaticString};
+use crate::keyspace;
+use crate::sliding_log::{Config, Mode};
+
+/// The raw fields of a limiter hash, before validation.
+pub(super) struct Fields {
+    pub(super) rate: Option<RedisString>,
+    pub(super) interval: Option<RedisString>,
+    pub(super) kind: Option<RedisString>,
+    pub(super) keep_alive: Option<RedisString>,
+    pub(super) precision: Option<RedisString>,
+}
+
+impl Fields {
+    /// The fields found, a bit each in the order of `rate`, `interval`, `type`,
+    /// `keepAliveTime`, `precision` (the config cache's `CONFIG_FIELDS`).
+    pub(super) fn present(&self) -> u8 {
+        [
+            &self.rate,
+            &self.interval,
+            &self.kind,
+            &self.keep_alive,
+            &self.precision,
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(_, field)| field.is_some())
+        .fold(0, |bits, (i, _)| bits | (1 << i))
+    }
+}
+
+/// A configuration decoded from its hash, with the fields found ([`Fields::present`]).
+pub(super) struct ReadConfig {
+    config: Config,
+    present: u8,
+}
+
+/// The hash's field names, as strings made once (see [`StaticString`]).
+pub(super) static FIELD_NAMES: [StaticString; 5] = [
+    StaticString::new(keyspace::FIELD_RATE.to_bytes()),
+    StaticString::new(keyspace::FIELD_INTERVAL.to_bytes()),
+    StaticString::new(keyspace::FIELD_TYPE.to_bytes()),
+    StaticString::new(keyspace::FIELD_KEEP_ALIVE.to_bytes()),
+    StaticString::new(keyspace::FIELD_PRECISION.to_bytes()),
+];
+
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    /// The configuration; `None` if the limiter does not exist. Kept once read (see
+    /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
+    pub fn config(&self) -> Result<Option<Config>, Error> {
+        if !self.hash.exists() {
+            return Ok(None);
+        }
+        let fields = self.hash.hash_len();
+        let mut may_keep = true;
+        if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
+            match config_cache::use_kept(self.ctx, self.db, self.name, known) {
+                Some(config) => return Ok(Some(config)),
+                None => may_keep = false,
+            }
+        }
+        let config = self.read_config()?;
+        if may_keep {
+            config_cache::keep(
+                self.ctx,
+                self.db,
+                self.name,
+                fields,
+                config.config,
+                config.present,
+                || self.hash.has_field_ttls(),
+            );
+        }
+        Ok(Some(config.config))
+    }
+
+    /// The configuration decoded from the hash, which exists, and the fields found.
+    pub(super) fn read_config(&self) -> Result<ReadConfig, Error> {
+        let fields = self.fields();
+        let (Some(rate), Some(interval), Some(kind)) =
+            (&fields.rate, &fields.interval, &fields.kind)
+        else {
+            return Err(Error::NotInitialized);
+        };
+        let number = |field: &str, bytes: &[u8], min: i64| {
+            args::parse_i64(bytes).filter(|n| *n >= min).ok_or_else(|| {
+                Error::corrupt(
+                    self.hash.name(),
+                    format!("field '{field}' is not an integer >= {min}"),
+                )
+            })
+        };
+        let config = Config {
+            rate: number("rate", rate.as_slice(), 0)?,
+            interval: number("interval", interval.as_slice(), 1)?,
+            mode: mode_of(kind.as_slice()),
+            // Bounded like SETRATE's KEEPALIVE: it becomes a TTL, and a TTL past the clock's
+            // range would overflow in Redis and expire the keys at once.
+            keep_alive: match &fields.keep_alive {
+                Some(bytes) => args::parse_i64(bytes.as_slice())
+                    .filter(|n| (0..=args::MAX_DURATION_MS).contains(n))
+                    .ok_or_else(|| {
+                        Error::corrupt(
+                            self.hash.name(),
+                            format!(
+                                "field 'keepAliveTime' is not an integer between 0 and {}",
+                                args::MAX_DURATION_MS
+                            ),
+                        )
+                    })?,
+                None => 0,
+            },
+            precision: 1,
+        };
+        Ok(ReadConfig {
+            config: self.with_precision(config, &fields)?,
+            present: fields.present(),
+        })
+    }
+
+    /// The configuration with its `precision` field: an integer >= 1, used up to the interval.
+    /// A Redisson client's setRate rewrites rate, interval and type but leaves the module's own
+    /// field, so a precision above a shortened interval is not corrupt: the interval bounds it.
+    pub(super) fn with_precision(&self, config: Config, fields: &Fields) -> Result<Config, Error> {
+        let precision = match &fields.precision {
+            Some(bytes) => args::parse_i64(bytes.as_slice())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    Error::corrupt(self.hash.name(), "field 'precision' is not an integer >= 1")
+                })?
+                .min(config.interval),
+            None => 1,
+        };
+        Ok(Config {
+            precision,
+            ..config
+        })
+    }
+
+    /// The configuration of a limiter that must exist. Its callers go on to the derived keys,
+    /// so a missing hash may be one a slot migration has moved away from them.
+    pub fn require_config(&self) -> Result<Config, Error> {
+        let config = self.config()?;
+        if config.is_none() {
+            self.refuse_split(&[&self.hash])?;
+        }
+        config.ok_or(Error::NotInitialized)
+    }
+
+    /// The configuration's fields. `precision`, which only this module writes, is asked only
+    /// when the hash has more fields than the four others found: a Redisson limiter, or one
+    /// made with the default precision, is read without looking for a field it does not have
+    /// (a walk of the whole hash).
+    pub(super) fn fields(&self) -> Fields {
+        let [rate, interval, kind, keep_alive] = self.hash.hash_get([
+            &FIELD_NAMES[0],
+            &FIELD_NAMES[1],
+            &FIELD_NAMES[2],
+            &FIELD_NAMES[3],
+        ]);
+        let found = [&rate, &interval, &kind, &keep_alive]
+            .into_iter()
+            .filter(|field| field.is_some())
+            .count();
+        let precision = if self.hash.hash_len() > found {
+            let [precision] = self.hash.hash_get([&FIELD_NAMES[4]]);
+            precision
+        } else {
+            None
+        };
+        Fields {
+            rate,
+            interval,
+            kind,
+            keep_alive,
+            precision,
+        }
+    }
+}
+
+/// The `type` field a mode is stored as.
+pub(super) fn type_field(mode: Mode) -> &'static [u8] {
+    match mode {
+        Mode::Overall => keyspace::TYPE_OVERALL,
+        Mode::PerClient => keyspace::TYPE_PER_CLIENT,
+    }
+}
+
+/// The mode a `type` field means: exactly `1` is PER_CLIENT, anything else OVERALL.
+pub(super) fn mode_of(kind: &[u8]) -> Mode {
+    if kind == keyspace::TYPE_PER_CLIENT {
+        Mode::PerClient
+    } else {
+        Mode::Overall
+    }
+}

@@ -1,0 +1,190 @@
+//! The store: a limiter's Redis keys ([`LimiterKeys`]) and what the commands do to them, a file
+//! per job; this file holds the keys of a limiter and of its states, and reads the permit log
+//! from its zset. Writes go through [`Key`], which replicates each of them as its effect.
+
+mod acquire;
+mod config;
+mod open;
+mod release;
+mod setrate;
+mod ttl;
+mod writes;
+
+pub use acquire::{Turn, Verdict};
+pub use setrate::{Condition, RateChange};
+
+use std::ops::ControlFlow;
+
+use std::sync::atomic::Ordering;
+
+use redis_module::{Context, ContextFlags};
+
+use crate::args;
+use crate::config_cache::Known;
+use crate::error::Error;
+use crate::ffi::server;
+use crate::key::{Effect, Key, OpenMode, Writable};
+use crate::keyspace::{self, StateKeys};
+use crate::queue::{self, StateId};
+use crate::sliding_log::{Config, Entry, Mode, Order, PermitLog, Span};
+use open::Caller;
+
+/// A limiter: its configuration hash, open for reading or writing.
+pub struct LimiterKeys<'c, M: OpenMode> {
+    ctx: &'c Context,
+    name: &'c [u8],
+    hash: Key<'c, M>,
+    caller: Caller,
+    db: i32,
+    /// What was kept of this limiter (see [`config_cache`]), if anything.
+    known: Option<Known>,
+}
+
+/// One state of a limiter: the value string and permits zset, overall or of one client.
+pub struct State<'c, M: OpenMode> {
+    value: Key<'c, M>,
+    permits: Key<'c, M>,
+}
+
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
+    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
+        match (config.mode, client) {
+            (Mode::Overall, _) => self.open_overall(),
+            (Mode::PerClient, Some(client)) => {
+                self.open_state(&StateKeys::client(self.name, client))
+            }
+            (Mode::PerClient, None) => Err(Error::ClientRequired),
+        }
+    }
+
+    /// Permits requested by the clients blocked in ACQUIRE on this state, if any are.
+    fn queued_permits(&self, state: &State<'_, M>) -> Option<u64> {
+        if queue::is_empty() {
+            return None;
+        }
+        queue::queued_permits(&self.state_id(state))
+    }
+
+    /// The state an ACQUIRE on `client` waits on, and the keys whose writes may free permits.
+    pub fn waiting_state(&self, client: Option<&[u8]>) -> Result<(StateId, [Vec<u8>; 3]), Error> {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let watched = [
+            self.name.to_vec(),
+            state.value.name().to_vec(),
+            state.permits.name().to_vec(),
+        ];
+        Ok((self.state_id(&state), watched))
+    }
+
+    fn state_id(&self, state: &State<'_, M>) -> StateId {
+        StateId {
+            db: self.db,
+            permits_key: state.permits.name().to_vec(),
+        }
+    }
+
+    /// Applies `act` to each key DELETE, EXPIRE and PERSIST act on: the hash, the OVERALL
+    /// state and the given client's state, all type-checked before the first is touched.
+    /// Returns how many keys `act` changed.
+    pub fn for_each_key(
+        &self,
+        client: Option<&[u8]>,
+        mut act: impl FnMut(&Key<'c, M>) -> bool,
+    ) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
+        let overall = self.open_state(&StateKeys::overall(self.name))?;
+        let client = match client {
+            Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
+            None => None,
+        };
+        let mut keys = vec![&self.hash, &overall.value, &overall.permits];
+        if let Some(state) = &client {
+            keys.extend([&state.value, &state.permits]);
+        }
+        Ok(keys.into_iter().filter(|key| act(key)).count() as i64)
+    }
+}
+
+impl<M: OpenMode> State<'_, M> {
+    /// The value string, if present; an error naming the key if it is not an integer.
+    pub(super) fn stored_value(&self) -> Result<Option<i64>, Error> {
+        match self.value.read_string(args::parse_i64) {
+            None => Ok(None),
+            Some(parsed) => parsed
+                .map(Some)
+                .ok_or_else(|| Error::corrupt(self.value.name(), "value is not an integer")),
+        }
+    }
+
+    pub(super) fn corrupt_member(&self, e: keyspace::MemberError) -> Error {
+        Error::corrupt(self.permits.name(), e.to_string())
+    }
+
+    pub(super) fn delete(&self)
+    where
+        M: Writable,
+    {
+        self.value.apply(Effect::Unlink);
+        self.permits.apply(Effect::Unlink);
+    }
+}
+
+impl<M: OpenMode> PermitLog for State<'_, M> {
+    type Error = Error;
+
+    fn entry_count(&self) -> Result<usize, Error> {
+        Ok(self.permits.zcard())
+    }
+
+    fn scan(
+        &self,
+        span: Span,
+        order: Order,
+        visit: &mut dyn FnMut(Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        self.permits.zscan(span, order, |score, member| {
+            let decoded = keyspace::decode_member(member).map_err(|e| self.corrupt_member(e))?;
+            Ok(visit(Entry {
+                score: score_ms(score),
+                permits: decoded.permits,
+            }))
+        })
+    }
+
+    fn any_in(&self, span: Span) -> Result<bool, Error> {
+        Ok(self.permits.any_in(span))
+    }
+
+    fn newest_score(&self, span: Span) -> Result<Option<i64>, Error> {
+        let mut newest = None;
+        self.permits
+            .zscan::<Error>(span, Order::NewestFirst, |score, _| {
+                newest = Some(score_ms(score));
+                Ok(ControlFlow::Break(()))
+            })?;
+        Ok(newest)
+    }
+}
+
+/// A zset score as whole milliseconds. Scores this module and Redisson write are integers; a
+/// fractional one is rounded up, so its entry is never freed early.
+fn score_ms(score: f64) -> i64 {
+    score.ceil() as i64
+}
+
+/// The database the context has selected.
+pub fn selected_db(ctx: &Context) -> i32 {
+    server::selected_db(ctx)
+}
+
+/// At load: notes whether the server is a cluster node.
+pub fn init(ctx: &Context) {
+    open::CLUSTER.store(
+        ctx.get_flags().contains(ContextFlags::CLUSTER),
+        Ordering::Relaxed,
+    );
+}

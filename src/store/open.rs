@@ -1,0 +1,145 @@
+//! Opening a limiter's keys with their checks: the cluster slot of the names it derives, the
+//! caller's ACL on each derived key, each key's type, and a state split from its hash by a slot
+//! migration.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis_module::Context;
+
+use super::{selected_db, LimiterKeys, State};
+use crate::config_cache;
+use crate::error::Error;
+use crate::ffi::acl::User;
+use crate::key::{Access, Key, KeyType, OpenMode};
+use crate::keyspace::{self, StateKeys};
+use crate::migration;
+
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
+        refuse_cross_slot(name)?;
+        Self::open_as(ctx, name, Caller::current(ctx))
+    }
+
+    /// Opens a limiter only to read its configuration: CONFIG touches nothing but the declared
+    /// key, so it answers even for a name whose derived keys are in another cluster slot.
+    pub fn open_config(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
+        Self::open_as(ctx, name, Caller::current(ctx))
+    }
+
+    /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
+    /// context that has no user of its own: its ACL was checked when it blocked.
+    pub fn open_for_waiter(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
+        Self::open_as(ctx, name, Caller(None))
+    }
+
+    pub(super) fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
+        let db = selected_db(ctx);
+        let mut known = config_cache::lookup(ctx, db, name);
+        let hash = match known.as_mut().and_then(|known| known.hash.take()) {
+            Some(string) => Key::open_named(ctx, string),
+            None => Key::open(ctx, name),
+        };
+        expect_kind(&hash, KeyType::Hash)?;
+        Ok(LimiterKeys {
+            ctx,
+            name,
+            hash,
+            caller,
+            db,
+            known,
+        })
+    }
+
+    /// Opens the value and permits keys of one state. The server checked only the declared
+    /// `key`; these are derived from it, so this is where the module refuses, before touching
+    /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
+    /// state split from its hash by a slot migration.
+    pub(super) fn open_state(&self, keys: &StateKeys) -> Result<State<'c, M>, Error> {
+        self.check_state(Key::open(self.ctx, &keys.value), || {
+            Key::open(self.ctx, &keys.permits)
+        })
+    }
+
+    /// The OVERALL state's keys, opened with the names kept for them if there are.
+    pub(super) fn open_overall(&self) -> Result<State<'c, M>, Error> {
+        let kept = self.known.as_ref().and_then(|known| {
+            let value = known.value.as_ref()?.safe_clone(self.ctx);
+            let permits = known.permits.as_ref()?.safe_clone(self.ctx);
+            Some((value, permits))
+        });
+        match kept {
+            Some((value, permits)) => self.check_state(Key::open_named(self.ctx, value), || {
+                Key::open_named(self.ctx, permits)
+            }),
+            None => self.open_state(&StateKeys::overall(self.name)),
+        }
+    }
+
+    pub(super) fn check_state(
+        &self,
+        value: Key<'c, M>,
+        permits: impl FnOnce() -> Key<'c, M>,
+    ) -> Result<State<'c, M>, Error> {
+        self.caller.check(&value)?;
+        expect_kind(&value, KeyType::String)?;
+        let permits = permits();
+        self.caller.check(&permits)?;
+        expect_kind(&permits, KeyType::ZSet)?;
+        self.refuse_split(&[&self.hash, &value, &permits])?;
+        Ok(State { value, permits })
+    }
+
+    /// A state split from its hash by a slot migration, refused (see [`migration`]); nothing to
+    /// check outside cluster mode.
+    pub(super) fn refuse_split(&self, keys: &[&Key<'_, M>]) -> Result<(), Error> {
+        if !CLUSTER.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        migration::refuse_split(self.ctx, self.name, keys)
+    }
+}
+
+/// The user running the command, for ACL checks on derived keys. None when the context has no
+/// user (a module timer, for instance): those run on behalf of a command already checked.
+pub(super) struct Caller(Option<User>);
+
+impl Caller {
+    pub(super) fn current(ctx: &Context) -> Self {
+        Caller(User::current(ctx))
+    }
+
+    #[inline]
+    pub(super) fn check<M: OpenMode>(&self, key: &Key<'_, M>) -> Result<(), Error> {
+        match &self.0 {
+            Some(user) if !user.may_access(key.name_string(), M::ACCESS == Access::Write) => {
+                Err(Error::NoPermission {
+                    key: key.name().to_vec(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// In a cluster, keys in another slot may live on another node: a name whose derived keys do
+/// not share its slot is refused before anything is read or written (SETRATE NX included, so
+/// no unusable limiter is ever created).
+pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
+    if CLUSTER.load(Ordering::Relaxed) && !keyspace::derived_keys_share_slot(name) {
+        return Err(Error::CrossSlot {
+            name: name.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether the server runs in cluster mode, which is fixed when it starts.
+pub(super) static CLUSTER: AtomicBool = AtomicBool::new(false);
+
+pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Result<(), Error> {
+    match key.key_type() {
+        KeyType::Empty => Ok(()),
+        k if k == kind => Ok(()),
+        _ => Err(Error::WrongType),
+    }
+}

@@ -1,0 +1,143 @@
+//! SETRATE: writing a limiter's configuration, with NX / XX and KEEPSTATE.
+
+use super::config::{mode_of, type_field};
+use super::ttl::expiry_in;
+use super::LimiterKeys;
+use crate::error::Error;
+use crate::key::{Effect, OpenMode, Writable};
+use crate::keyspace::{self, StateKeys};
+use crate::sliding_log::{self, Config, Mode};
+
+/// What SETRATE was asked to do; built by `commands::setrate`.
+#[derive(Debug)]
+pub struct RateChange<'a> {
+    pub config: Config,
+    pub condition: Option<Condition>,
+    pub keep_state: bool,
+    pub client: Option<&'a [u8]>,
+}
+
+/// SETRATE's NX / XX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// Only the fields that are absent (Redisson `trySetRate`).
+    IfAbsent,
+    /// Only if the limiter exists (Redisson `updateRate`).
+    IfExists,
+}
+
+impl<M: OpenMode> LimiterKeys<'_, M> {
+    /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
+    pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
+        let config = &change.config;
+        let fields = self.fields();
+        let new_type = type_field(config.mode);
+        let rate = config.rate.to_string();
+        let interval = config.interval.to_string();
+        let keep_alive = config.keep_alive.to_string();
+        let precision = config.precision.to_string();
+
+        if change.condition == Some(Condition::IfAbsent) {
+            let mut set: Vec<(&std::ffi::CStr, &[u8])> = Vec::new();
+            if fields.rate.is_none() {
+                set.push((keyspace::FIELD_RATE, rate.as_bytes()));
+            }
+            if fields.interval.is_none() {
+                set.push((keyspace::FIELD_INTERVAL, interval.as_bytes()));
+            }
+            if fields.keep_alive.is_none() {
+                set.push((keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()));
+            }
+            let created = fields.kind.is_none();
+            if created {
+                set.push((keyspace::FIELD_TYPE, new_type));
+            }
+            // A missing precision means 1: the field is written only when it says more.
+            if fields.precision.is_none() && config.precision != 1 {
+                set.push((keyspace::FIELD_PRECISION, precision.as_bytes()));
+            }
+            if !set.is_empty() {
+                self.hash.apply(Effect::HSet(&set));
+            }
+            if created && config.keep_alive > 0 {
+                self.hash
+                    .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
+            }
+            return Ok(i64::from(created));
+        }
+        if change.condition == Some(Condition::IfExists) && !self.hash.exists() {
+            return Ok(0);
+        }
+
+        // Open and check every key this change may touch before writing any of them.
+        // Modes are compared, not bytes: any `type` but `1` is OVERALL.
+        let mode_changed = fields
+            .kind
+            .as_ref()
+            .is_some_and(|old| mode_of(old.as_slice()) != config.mode);
+        let overall = self.open_state(&StateKeys::overall(self.name))?;
+        let client = match change.client {
+            Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
+            None => None,
+        };
+        let target = match config.mode {
+            Mode::Overall => Some(&overall),
+            Mode::PerClient => client.as_ref(),
+        };
+        let keep = match target {
+            Some(state) if change.keep_state && !mode_changed => {
+                // The permits logged are read off the value under the configuration in force;
+                // if either is unreadable, the log is summed instead (a repair).
+                let previous = match (self.config(), state.stored_value()) {
+                    (Ok(Some(old)), Ok(stored)) => Some((old, stored)),
+                    _ => None,
+                };
+                Some(sliding_log::keep_state(
+                    previous.as_ref().map(|(old, stored)| (old, *stored)),
+                    config.rate,
+                    config.interval,
+                    state,
+                    now,
+                )?)
+            }
+            _ => None,
+        };
+
+        self.hash.apply(Effect::HSet(&[
+            (keyspace::FIELD_RATE, rate.as_bytes()),
+            (keyspace::FIELD_INTERVAL, interval.as_bytes()),
+            (keyspace::FIELD_TYPE, new_type),
+            (keyspace::FIELD_KEEP_ALIVE, keep_alive.as_bytes()),
+        ]));
+        if config.precision == 1 {
+            self.hash.apply(Effect::HDel(keyspace::FIELD_PRECISION));
+        } else {
+            self.hash.apply(Effect::HSet(&[(
+                keyspace::FIELD_PRECISION,
+                precision.as_bytes(),
+            )]));
+        }
+        if config.keep_alive > 0 {
+            self.hash
+                .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
+        }
+        if mode_changed {
+            overall.delete();
+            if let Some(client) = &client {
+                client.delete();
+            }
+        } else if let Some(state) = target {
+            match keep {
+                None => state.delete(),
+                Some(plan) => {
+                    state.prune(plan.prune);
+                    self.write_value_and_ttls(&change.config, state, Some(plan.value), 0);
+                }
+            }
+        }
+        Ok(1)
+    }
+}
