@@ -26,8 +26,11 @@ import org.slf4j.LoggerFactory;
  * when it is written, so the resent command waits only for what is left of the caller's timeout.
  * <li>A caller that gives up (its future cancelled, its thread interrupted, or no reply by the
  * timeout plus Redisson's response timeout) cancels the command: Redisson closes the connection,
- * and the server removes the waiter. A grant that was already on its way is seen by the reply's
- * converter, which runs for every reply Redisson reads, and given back with RATELIMIT.RELEASE.
+ * as it does for a cancelled BLPOP, and the server removes the waiter. A grant that was already
+ * read when the caller gave up is seen by the reply's converter, which runs for every reply
+ * Redisson reads, and is given back with RATELIMIT.RELEASE. One case is left: a grant the server
+ * sent in the instant before the connection closed, not yet read, is lost with the connection;
+ * those permits stay logged until they leave the window (the limiter admits less, never more).
  * </ul>
  */
 final class Acquisition {

@@ -9,7 +9,7 @@ import org.redisson.client.protocol.decoder.MultiDecoder;
 
 /**
  * The module's commands as Redisson sends them, each with the conversion of its reply into what
- * {@code RRateLimiter} returns. RATELIMIT.ACQUIRE is not here: each call builds its own
+ * {@code RRateLimiter} returns. RATELIMIT.ACQUIRE is not here: each wait builds its own
  * ({@link Acquisition}).
  */
 final class Commands {

@@ -190,8 +190,22 @@ public final class NativeRateLimiter implements RRateLimiter {
         }, redissonCall);
     }
 
+    /** The future's outcome without its value; cancelling it cancels the future (a wait). */
     private static RFuture<Void> toVoid(RFuture<?> future) {
-        return new CompletableFutureWrapper<>(future.thenApply(r -> (Void) null));
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        future.whenComplete((r, e) -> {
+            if (e != null) {
+                done.completeExceptionally(ModuleSupport.unwrap(e));
+            } else {
+                done.complete(null);
+            }
+        });
+        done.whenComplete((r, e) -> {
+            if (done.isCancelled()) {
+                future.cancel(false);
+            }
+        });
+        return new CompletableFutureWrapper<>(done);
     }
 
     @Override
