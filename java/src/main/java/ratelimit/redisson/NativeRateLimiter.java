@@ -387,8 +387,19 @@ public final class NativeRateLimiter implements RRateLimiter {
         if (permits == 0) {
             return new CompletableFutureWrapper<>((Void) null);
         }
-        return call(() -> send(Commands.RELEASE, permits, "CLIENT", clientId()),
-                () -> redissonLimiter.releaseAsync(permits));
+        return call(() -> send(Commands.RELEASE, permits, "CLIENT", clientId()), () -> redissonRelease(permits));
+    }
+
+    /** Redisson's own release, which Redisson has from 3.52.0 on. */
+    private RFuture<Void> redissonRelease(long permits) {
+        try {
+            return redissonLimiter.releaseAsync(permits);
+        } catch (AbstractMethodError | NoSuchMethodError olderRedisson) {
+            CompletableFuture<Void> failed = new CompletableFuture<>();
+            failed.completeExceptionally(new UnsupportedOperationException(
+                    "release needs the ratelimit module or Redisson 3.52.0 or later"));
+            return new CompletableFutureWrapper<>(failed);
+        }
     }
 
     @Override

@@ -1,12 +1,19 @@
 package ratelimit.redisson;
 
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.util.Collections;
 import java.util.Map;
 import java.util.WeakHashMap;
+import java.util.concurrent.ConcurrentHashMap;
 import org.redisson.Redisson;
 import org.redisson.RedissonReactive;
 import org.redisson.RedissonRx;
-import org.redisson.api.RRateLimiter;
+import org.redisson.api.RRateLimiterAsync;
 import org.redisson.api.RRateLimiterReactive;
 import org.redisson.api.RRateLimiterRx;
 import org.redisson.api.RedissonClient;
@@ -51,7 +58,8 @@ public final class NativeRateLimiters {
      */
     public static RRateLimiterReactive reactive(RedissonClient redisson, String name) {
         RedissonReactive reactive = (RedissonReactive) redisson(redisson).reactive();
-        return ReactiveProxyBuilder.create(reactive.getCommandExecutor(), get(redisson, name), RRateLimiterReactive.class);
+        return ReactiveProxyBuilder.create(reactive.getCommandExecutor(), asyncView(get(redisson, name)),
+                RRateLimiterReactive.class);
     }
 
     /**
@@ -60,7 +68,49 @@ public final class NativeRateLimiters {
      */
     public static RRateLimiterRx rxJava(RedissonClient redisson, String name) {
         RedissonRx rx = (RedissonRx) redisson(redisson).rxJava();
-        return RxProxyBuilder.create(rx.getCommandExecutor(), get(redisson, name), RRateLimiterRx.class);
+        return RxProxyBuilder.create(rx.getCommandExecutor(), asyncView(get(redisson, name)), RRateLimiterRx.class);
+    }
+
+    /** Each RRateLimiterAsync method as a handle on NativeRateLimiter's method of that signature. */
+    private static final Map<Method, MethodHandle> ASYNC_METHODS = new ConcurrentHashMap<>();
+
+    /**
+     * The limiter as the {@code RRateLimiterAsync} of the Redisson on the class path, for Redisson's
+     * reactive and RxJava proxies. They look methods up by reflection on the object's class, which
+     * on a Redisson older than 4.4 would fail on NativeRateLimiter's RateLimiterArgs forms; this
+     * view has exactly the methods that Redisson knows, each bound to the limiter's own.
+     */
+    private static RRateLimiterAsync asyncView(NativeRateLimiter limiter) {
+        InvocationHandler handler = (proxy, method, args) -> {
+            if (method.getDeclaringClass() == Object.class) {
+                switch (method.getName()) {
+                    case "equals":
+                        return proxy == args[0];
+                    case "hashCode":
+                        return System.identityHashCode(proxy);
+                    default:
+                        return "async view of " + limiter.getName();
+                }
+            }
+            MethodHandle handle = ASYNC_METHODS.computeIfAbsent(method, NativeRateLimiters::handle);
+            Object[] all = new Object[args == null ? 1 : args.length + 1];
+            all[0] = limiter;
+            if (args != null) {
+                System.arraycopy(args, 0, all, 1, args.length);
+            }
+            return handle.invokeWithArguments(all);
+        };
+        return (RRateLimiterAsync) Proxy.newProxyInstance(NativeRateLimiters.class.getClassLoader(),
+                new Class<?>[] {RRateLimiterAsync.class}, handler);
+    }
+
+    private static MethodHandle handle(Method method) {
+        try {
+            return MethodHandles.publicLookup().findVirtual(NativeRateLimiter.class, method.getName(),
+                    MethodType.methodType(method.getReturnType(), method.getParameterTypes()));
+        } catch (NoSuchMethodException | IllegalAccessException e) {
+            throw new IllegalStateException("NativeRateLimiter lacks " + method, e);
+        }
     }
 
     static ModuleSupport support(RedissonClient redisson) {

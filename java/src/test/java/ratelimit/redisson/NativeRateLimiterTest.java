@@ -42,7 +42,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void trySetRateCreatesOnceWithRedissonsFields() {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         assertTrue(l.trySetRate(RateType.OVERALL, 10, Duration.ofSeconds(1)));
         assertFalse(l.trySetRate(RateType.PER_CLIENT, 20, Duration.ofSeconds(2)));
         assertEquals(Map.of("rate", "10", "interval", "1000", "type", "0", "keepAliveTime", "0"), hash("api"));
@@ -79,7 +79,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void trySetRateWithKeepAliveSetsTheHashTtl() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         assertTrue(l.trySetRateAsync(RateType.OVERALL, 10, Duration.ofSeconds(1), Duration.ofMinutes(1)).get());
         assertEquals("60000", hash("api").get("keepAliveTime"));
         long ttl = raw.integer("PTTL", "api");
@@ -91,7 +91,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
     @Test
     @SuppressWarnings("deprecation")
     void deprecatedRateIntervalUnitForms() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         assertTrue(l.trySetRate(RateType.OVERALL, 3, 2, RateIntervalUnit.SECONDS));
         assertFalse(l.trySetRateAsync(RateType.OVERALL, 3, 2, RateIntervalUnit.SECONDS).get());
         assertTrue(l.trySetRateAsync(RateType.OVERALL, 3, Duration.ofSeconds(2)).get() == false);
@@ -109,7 +109,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
     @Test
     @SuppressWarnings("deprecation")
     void setRateResetsTheStateAndRewritesTheFields() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         l.setRate(RateType.OVERALL, 5, Duration.ofSeconds(10));
         assertTrue(l.tryAcquire(5));
         assertFalse(l.tryAcquire());
@@ -127,7 +127,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void tryAcquireTakesPermitsUntilTheRateIsSpent() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         assertTrue(l.trySetRate(RateType.OVERALL, 5, Duration.ofMinutes(1)));
         assertTrue(l.tryAcquire());
         assertTrue(l.tryAcquireAsync().get());
@@ -142,7 +142,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void zeroPermitsAreGrantedOnAnInitializedLimiterAndNegativeOnesRefused() {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         RedisException missing = assertThrows(RedisException.class, () -> l.tryAcquire(0));
         assertTrue(missing.getMessage().contains("RateLimiter is not initialized"), missing.getMessage());
         l.trySetRate(RateType.OVERALL, 1, Duration.ofMinutes(1));
@@ -155,7 +155,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
     /** The exceptions Redisson's own limiter throws, of the same type and with its message. */
     @Test
     void errorsAreRedissonsErrors() {
-        RRateLimiter mine = limiter("api");
+        NativeRateLimiter mine = limiter("api");
         RRateLimiter theirs = redisson.getRateLimiter("api");
         for (Runnable call : List.<Runnable>of(mine::tryAcquire, mine::availablePermits, () -> mine.release(1),
                 () -> mine.tryAcquire(1, Duration.ofSeconds(1)), mine::acquire)) {
@@ -177,7 +177,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void availablePermitsCountsWhatIsFree() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         l.trySetRate(RateType.OVERALL, 5, Duration.ofMinutes(1));
         assertEquals(5, l.availablePermits());
         l.tryAcquire(3);
@@ -189,7 +189,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void getConfigIsRedissonsIncludingForAMissingLimiter() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         RateLimiterConfig none = l.getConfig();
         RateLimiterConfig redissons = redisson.getRateLimiter("api").getConfig();
         assertEquals(redissons.getRateType(), none.getRateType());
@@ -204,7 +204,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void releaseGivesPermitsBack() throws Exception {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         l.trySetRate(RateType.OVERALL, 5, Duration.ofMinutes(1));
         assertTrue(l.tryAcquire(4));
         l.release(3);
@@ -219,7 +219,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void perClientLimitersKeepAStatePerRedissonClient() {
-        RRateLimiter one = limiter("search");
+        NativeRateLimiter one = limiter("search");
         RRateLimiter two = NativeRateLimiters.get(redisson2, "search");
         assertTrue(one.trySetRate(RateType.PER_CLIENT, 2, Duration.ofMinutes(1)));
         assertTrue(one.tryAcquire(2));
@@ -236,7 +236,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void keepAliveRefreshesTheTtlOfEveryKey() {
-        RRateLimiter l = limiter("api");
+        NativeRateLimiter l = limiter("api");
         l.trySetRate(RateType.OVERALL, 5, Duration.ofSeconds(1), Duration.ofMinutes(1));
         assertTrue(l.tryAcquire());
         for (String key : List.of("api", valueKey("api"), permitsKey("api"))) {
@@ -247,7 +247,7 @@ class NativeRateLimiterTest extends ModuleTestBase {
 
     @Test
     void aNameWithABraceKeepsRedissonsKeyNames() {
-        RRateLimiter l = limiter("{user:1}:limit");
+        NativeRateLimiter l = limiter("{user:1}:limit");
         l.trySetRate(RateType.OVERALL, 3, Duration.ofMinutes(1));
         assertTrue(l.tryAcquire(2));
         assertEquals("1", raw.call("GET", "{user:1}:limit:value"));
