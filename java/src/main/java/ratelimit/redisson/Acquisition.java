@@ -1,5 +1,6 @@
 package ratelimit.redisson;
 
+import io.netty.util.Timeout;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
@@ -75,9 +76,10 @@ final class Acquisition {
         });
         if (timeoutMs >= 0) {
             long grace = timeoutMs + limiter.responseTimeoutMs() + 1000;
-            limiter.executor().getServiceManager().newTimeout(t -> acquisition.result.completeExceptionally(
+            Timeout guard = limiter.executor().getServiceManager().newTimeout(t -> acquisition.result.completeExceptionally(
                     new RedisResponseTimeoutException("no reply to RATELIMIT.ACQUIRE within its timeout ("
                             + timeoutMs + " ms) plus the response timeout")), grace, TimeUnit.MILLISECONDS);
+            acquisition.result.whenComplete((acquired, error) -> guard.cancel());
         }
         acquisition.send();
         return acquisition.result;
