@@ -304,4 +304,29 @@ class NativeRateLimiterTest extends ModuleTestBase {
         assertEquals(4L, l.getConfigAsync().get().getRate());
         assertNull(l.releaseAsync(0).get());
     }
+
+    /** A client on RESP3: CONFIG is a map there, nil is RESP3's null. */
+    @Test
+    void resp3ClientsGetTheSameAnswers() throws Exception {
+        org.redisson.config.Config config = new org.redisson.config.Config();
+        config.setProtocol(org.redisson.config.Protocol.RESP3);
+        config.useSingleServer().setAddress(server.address());
+        org.redisson.api.RedissonClient resp3 = org.redisson.Redisson.create(config);
+        try {
+            NativeRateLimiter l = NativeRateLimiters.get(resp3, "api");
+            assertEquals(0L, l.getConfig().getRate());
+            assertTrue(l.trySetRate(RateType.PER_CLIENT, 2, Duration.ofMinutes(1)));
+            RateLimiterConfig c = l.getConfig();
+            assertEquals(RateType.PER_CLIENT, c.getRateType());
+            assertEquals(2L, c.getRate());
+            assertEquals(60_000L, c.getRateInterval());
+            assertTrue(l.tryAcquire());
+            assertTrue(l.tryAcquire(1, Duration.ofSeconds(1)));
+            assertFalse(l.tryAcquire());
+            assertFalse(l.tryAcquire(1, Duration.ofMillis(100)));
+            assertEquals(0, l.availablePermits());
+        } finally {
+            resp3.shutdown();
+        }
+    }
 }
