@@ -9,6 +9,8 @@
 #   make test-unstable  the same tests against the newest Redis code (../shared/servers)
 #   make test-valkey9  the same tests against Valkey 9.1.2 (../shared/servers)
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
+#   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
+#   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
@@ -18,6 +20,7 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
+	test-java bench-java \
 	test-valkey test-redis8 test-unstable test-valkey9 test-busy lint ci clean bench
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
@@ -86,6 +89,7 @@ test: deps build deps-examples deps-shared
 	@$(REDIS_SERVER) --version
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
+	$(MAKE) --no-print-directory test-java
 
 ## `cargo test` again with as many CPU-bound processes as cores (.ci/busy starts them and kills
 ## them after, also on failure): a test that needs an idle machine fails here.
@@ -145,6 +149,28 @@ test-redisson: build deps-java
 		'/^Tests run:/ { n += $$2; f += $$4; e += $$6; s += $$8 } \
 		END { printf "\nredisson interop: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", n, f, e, s }'; \
 	exit $$rc
+
+## The Java library (java/README.md): its tests on Redisson 4.7.0, then the same compiled classes
+## on Redisson 3.38.0 (the redisson3 profile), each summed up on a line as test-redisson does.
+JAVA_ENV = RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/$(1)/libratelimit.so")" \
+	REDIS_SERVER="$$(case "$(REDIS_SERVER)" in */*) realpath "$(REDIS_SERVER)";; *) echo "$(REDIS_SERVER)";; esac)"
+test-java: build deps-java
+	@rm -rf java/target/surefire-reports java/target/surefire-reports-redisson3
+	@export $(call JAVA_ENV,debug); \
+	mvn -q -B -f java/pom.xml test; rc=$$?; \
+	if [ $$rc = 0 ]; then mvn -q -B -f java/pom.xml -P redisson3 -Dmaven.main.skip test; rc=$$?; fi; \
+	for run in "4.7.0:surefire-reports" "3.38.0:surefire-reports-redisson3"; do \
+		cat java/target/$${run#*:}/*.txt 2>/dev/null | awk -F'[:,] *' -v v="$${run%%:*}" \
+			'/^Tests run:/ { n += $$2; f += $$4; e += $$6; s += $$8 } \
+			END { printf "java library on Redisson %s: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", v, n, f, e, s }'; \
+	done; \
+	exit $$rc
+
+## The Java library's bench on the release module: server CPU per call and client latency of the
+## native limiter and Redisson's own, and how soon acquire() sees freed permits.
+bench-java: release deps-java
+	@export $(call JAVA_ENV,release); \
+	mvn -q -B -f java/pom.xml test-compile exec:java $(BENCH_JAVA_ARGS)
 
 ## The same suite against Valkey 8.1 (the upstream tarball of Debian trixie's source package),
 ## built under target/valkey81 the first time (about 2 minutes on 2 cores).

@@ -1,0 +1,212 @@
+package ratelimit.redisson;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.IntFunction;
+import org.redisson.api.RFuture;
+import org.redisson.api.RRateLimiter;
+import org.redisson.api.RateType;
+import org.redisson.api.RedissonClient;
+
+/**
+ * The native limiter against Redisson's own, from Java, on the same limiters of one server with
+ * the module (`make bench-java`, java/README.md):
+ * <ul>
+ * <li>server CPU per call (INFO commandstats: usec per RATELIMIT.TRYACQUIRE against usec per
+ * EVAL/EVALSHA of Redisson's script) and client latency p50/p99, on one hot limiter and on
+ * 200 000 per-user limiters;
+ * <li>how soon a waiting {@code acquire()} notices permits that free up: when a permit expires
+ * from the window, and when another client releases one.
+ * </ul>
+ * Arguments: {@code --quick} for a short run.
+ */
+public final class Bench {
+    private static final int THREADS = 4;
+    /** The commands each side's tryAcquire runs: Redisson's script (EVAL or EVALSHA), TRYACQUIRE. */
+    private static final String[] SCRIPT = {"eval", "evalsha"};
+    private static final String[] NATIVE = {"ratelimit.tryacquire"};
+
+    private Bench() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        boolean quick = Arrays.asList(args).contains("--quick");
+        int hotCalls = quick ? 5_000 : 40_000;
+        int users = quick ? 20_000 : 200_000;
+        int waits = quick ? 5 : 20;
+        try (RedisServer server = RedisServer.withModule("--maxmemory-policy", "noeviction");
+                Raw raw = new Raw(server.port)) {
+            RedissonClient redisson = Clients.redisson(server, c -> c.setConnectionPoolSize(32));
+            try {
+                System.out.printf("ratelimit-redisson bench: %s, Redisson %s, %d client threads, %s cores, load %s%n",
+                        raw.info("server", "redis_version") == null ? "?" : "server " + raw.info("server", "redis_version"),
+                        org.redisson.Version.class.getPackage().getImplementationVersion(), THREADS,
+                        Runtime.getRuntime().availableProcessors(), loadAverage());
+                System.out.println("(a busy machine: compare the two columns, not the absolute numbers)");
+                System.out.println();
+                System.out.printf("%-34s %12s %12s %10s %10s%n", "", "server us/call", "calls/s", "p50 us", "p99 us");
+
+                // One hot limiter: 4 threads on one name, most calls refused once the window is full.
+                String hot = "hot";
+                NativeRateLimiters.get(redisson, hot).trySetRate(RateType.OVERALL, 5_000, Duration.ofSeconds(1));
+                warm(redisson, hot);
+                row(raw, "hot limiter, Redisson's own", SCRIPT, hotCalls, i -> redisson.getRateLimiter(hot));
+                row(raw, "hot limiter, native", NATIVE, hotCalls, i -> NativeRateLimiters.get(redisson, hot));
+
+                // Per-user limiters: each call on a user at random, 200 000 users.
+                System.out.printf("creating %d per-user limiters...%n", users);
+                create(redisson, users);
+                row(raw, users + " users, Redisson's own", SCRIPT, users,
+                        i -> redisson.getRateLimiter(user(ThreadLocalRandom.current().nextInt(users))));
+                row(raw, users + " users, native", NATIVE, users,
+                        i -> NativeRateLimiters.get(redisson, user(ThreadLocalRandom.current().nextInt(users))));
+                System.out.printf("used_memory after both: %s%n%n", raw.info("memory", "used_memory_human"));
+
+                noticing(raw, redisson, waits);
+            } finally {
+                redisson.shutdown();
+            }
+        }
+    }
+
+    private static String user(int i) {
+        return "limit:user:" + i;
+    }
+
+    private static String loadAverage() {
+        return String.format(Locale.ROOT, "%.2f", java.lang.management.ManagementFactory.getOperatingSystemMXBean()
+                .getSystemLoadAverage());
+    }
+
+    /** Redisson loads its script (EVAL, then EVALSHA) and both sides' classes warm up. */
+    private static void warm(RedissonClient redisson, String name) {
+        for (int i = 0; i < 2_000; i++) {
+            redisson.getRateLimiter(name).tryAcquire();
+            NativeRateLimiters.get(redisson, name).tryAcquire();
+        }
+    }
+
+    private static void create(RedissonClient redisson, int users) throws Exception {
+        List<RFuture<Boolean>> batch = new ArrayList<>();
+        for (int i = 0; i < users; i++) {
+            batch.add(NativeRateLimiters.get(redisson, user(i)).trySetRateAsync(RateType.OVERALL, 100, Duration.ofMinutes(1)));
+            if (batch.size() == 1_000) {
+                for (RFuture<Boolean> f : batch) {
+                    f.toCompletableFuture().get();
+                }
+                batch.clear();
+            }
+        }
+        for (RFuture<Boolean> f : batch) {
+            f.toCompletableFuture().get();
+        }
+    }
+
+    /** Latencies (ns) of {@code calls} tryAcquire calls over THREADS threads, and the wall time. */
+    private record Run(long[] latencies, long wallNanos) {
+    }
+
+    private static Run run(int calls, IntFunction<RRateLimiter> limiter) throws Exception {
+        long[] latencies = new long[calls];
+        long start = System.nanoTime();
+        List<CompletableFuture<Void>> threads = new ArrayList<>();
+        for (int t = 0; t < THREADS; t++) {
+            int first = t;
+            threads.add(CompletableFuture.runAsync(() -> {
+                for (int i = first; i < calls; i += THREADS) {
+                    RRateLimiter l = limiter.apply(i);
+                    long t0 = System.nanoTime();
+                    l.tryAcquire();
+                    latencies[i] = System.nanoTime() - t0;
+                }
+            }, command -> new Thread(command).start()));
+        }
+        for (CompletableFuture<Void> t : threads) {
+            t.get();
+        }
+        return new Run(latencies, System.nanoTime() - start);
+    }
+
+    /** calls and usec of INFO commandstats, summed over the commands. */
+    private static double[] stat(Raw raw, String... commands) {
+        double calls = 0;
+        double usec = 0;
+        for (String command : commands) {
+            String stat = raw.info("commandstats", "cmdstat_" + command);
+            if (stat == null) {
+                continue;
+            }
+            for (String part : stat.split(",")) {
+                if (part.startsWith("calls=")) {
+                    calls += Double.parseDouble(part.substring(6));
+                } else if (part.startsWith("usec=")) {
+                    usec += Double.parseDouble(part.substring(5));
+                }
+            }
+        }
+        return new double[] {calls, usec};
+    }
+
+    private static void row(Raw raw, String label, String[] commands, int calls, IntFunction<RRateLimiter> limiter)
+            throws Exception {
+        double[] before = stat(raw, commands);
+        Run run = run(calls, limiter);
+        double[] after = stat(raw, commands);
+        long[] sorted = run.latencies().clone();
+        Arrays.sort(sorted);
+        System.out.printf(Locale.ROOT, "%-34s %12.2f %12.0f %10.0f %10.0f%n", label,
+                (after[1] - before[1]) / Math.max(1, after[0] - before[0]),
+                calls / (run.wallNanos() / 1e9),
+                sorted[sorted.length / 2] / 1e3, sorted[(int) (sorted.length * 0.99)] / 1e3);
+    }
+
+    /**
+     * How soon acquire() returns once a permit is free: a limiter of 1 permit per second, full;
+     * a caller waits; then the permit frees up by expiring from the window, or by a release from
+     * another client half a second in. Measured from that moment to acquire()'s return, with the
+     * commands the wait cost the server.
+     */
+    private static void noticing(Raw raw, RedissonClient redisson, int waits) throws Exception {
+        System.out.printf("%-42s %10s %10s %14s%n", "acquire() noticing a freed permit", "median ms", "max ms",
+                "commands/wait");
+        for (boolean release : new boolean[] {false, true}) {
+            for (boolean nativeSide : new boolean[] {false, true}) {
+                List<Double> lags = new ArrayList<>();
+                double[] before = stat(raw, "eval", "evalsha", "ratelimit.tryacquire", "ratelimit.acquire");
+                for (int i = 0; i < waits; i++) {
+                    String name = "wait:" + release + ":" + nativeSide + ":" + i;
+                    RRateLimiter l = nativeSide ? NativeRateLimiters.get(redisson, name) : redisson.getRateLimiter(name);
+                    l.trySetRate(RateType.OVERALL, 1, Duration.ofSeconds(1));
+                    long taken = System.currentTimeMillis();
+                    l.tryAcquire();
+                    CompletableFuture<Long> waiter = CompletableFuture.supplyAsync(() -> {
+                        l.acquire();
+                        return System.currentTimeMillis();
+                    }, command -> new Thread(command).start());
+                    long freed;
+                    if (release) {
+                        Thread.sleep(500);
+                        freed = System.currentTimeMillis();
+                        raw.rl("RELEASE", name, 1); // what any client of the module does
+                    } else {
+                        freed = taken + 1000;
+                    }
+                    lags.add((double) (waiter.get() - freed));
+                }
+                double[] after = stat(raw, "eval", "evalsha", "ratelimit.tryacquire", "ratelimit.acquire");
+                lags.sort(Double::compare);
+                System.out.printf(Locale.ROOT, "%-42s %10.1f %10.1f %14.1f%n",
+                        (release ? "released by another client, " : "expired from the window, ")
+                                + (nativeSide ? "native" : "Redisson's own"),
+                        lags.get(lags.size() / 2), lags.get(lags.size() - 1),
+                        // less the setup: Redisson's trySetRate is a script too, and the first tryAcquire
+                        (after[0] - before[0]) / waits - (nativeSide ? 1 : 2));
+            }
+        }
+    }
+}
