@@ -8,6 +8,12 @@
 #   make test-redis8  the same tests against Redis 8.0, built from Debian's source package
 #   make test-unstable  the same tests against the newest Redis code (../shared/servers)
 #   make test-valkey9  the same tests against Valkey 9.1.2 (../shared/servers)
+#   make test-redis72, make test-redis74  the same tests against Redis 7.2.6 and 7.4.1 (../shared/servers)
+#   make dist   the release tarballs for x86_64 and aarch64 Linux and SHA256SUMS, in target/dist/
+#   make dist-check  builds the release files twice in two clones and compares them byte for byte
+#   make deb    the Debian packages (amd64, arm64) beside them, checked by lintian
+#   make test-deb  installs the amd64 package for real, uses it in a redis-server, purges it
+#   make test-aarch64  the aarch64 module in an aarch64 Redis 7.2.6 under qemu-user: the smoke suite
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
@@ -20,8 +26,9 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
-	test-java bench-java \
-	test-valkey test-redis8 test-unstable test-valkey9 test-busy lint ci clean bench
+	test-java bench-java test-busy \
+	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
+	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -45,7 +52,8 @@ TEST_NEEDS := $(RUN_NEEDS) c++=build-essential dpkg-source=dpkg-dev xz=xz-utils 
 BENCH_NEEDS := $(RUN_NEEDS) redis-benchmark=redis-tools valgrind=valgrind \
 	callgrind_control=valgrind
 
-## ls fails when any one of its globs matches nothing, so its output is what counts.
+## ls fails when any one of its globs matches nothing, so its output is what counts. A tool
+## written as an absolute path stands for a file the package installs.
 define install_missing
 	@missing=""; \
 	for pair in $(1); do \
@@ -53,6 +61,8 @@ define install_missing
 		if [ "$$tool" = libclang ]; then \
 			ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/llvm-*/lib/libclang-[0-9]*.so \
 				/usr/lib/*/libclang.so /usr/lib/*/libclang-[0-9]*.so 2>/dev/null | grep -q . && continue; \
+		elif [ "$${tool#/}" != "$$tool" ]; then \
+			[ -e "$$tool" ] && continue; \
 		else \
 			command -v "$$tool" >/dev/null 2>&1 && continue; \
 		fi; \
@@ -196,11 +206,81 @@ test-valkey9: deps build deps-examples deps-shared
 	@server="$$(.ci/fetch-shared valkey9)" && "$$server" --version && \
 		REDIS_SERVER="$$server" cargo test
 
+## The same suite against Redis 7.2.6 (the last BSD-licensed line, the one most self-hosted
+## fleets run) and 7.4.1 (the first with hash-field TTLs), built from ../shared/servers under
+## target/redis72 and target/redis74 the first time (about 2 minutes each on 2 cores).
+test-redis72: deps build deps-examples deps-shared
+	@server="$$(.ci/fetch-shared redis72)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
+test-redis74: deps build deps-examples deps-shared
+	@server="$$(.ci/fetch-shared redis74)" && "$$server" --version && \
+		REDIS_SERVER="$$server" cargo test
+
+## Release files (packaging/), named with Cargo.toml's version. The modules are linked by
+## cargo-zigbuild against glibc 2.17's symbol versions, so they load on every Linux from
+## RHEL/CentOS 7 on; zig and cargo-zigbuild come from PyPI, pinned, in a venv under target/
+## (python3-venv), and Rust's aarch64 standard library from rustup.
+##   readelf   binutils: the glibc check reads the modules' symbol versions
+##   lintian   lintian: checks the packages
+##   aarch64-linux-gnu-gcc, /usr/aarch64-linux-gnu/include/stdio.h  gcc-aarch64-linux-gnu,
+##             libc6-dev-arm64-cross: build the aarch64 redis-server of test-aarch64
+##   qemu-aarch64  qemu-user: runs it
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+ZIG_VENV := target/zig
+ZIGBUILD_PINS := cargo-zigbuild==0.24.0 ziglang==0.17.0
+DIST_NEEDS := $(RUN_NEEDS) readelf=binutils git=git
+AARCH64_NEEDS := aarch64-linux-gnu-gcc=gcc-aarch64-linux-gnu \
+	/usr/aarch64-linux-gnu/include/stdio.h=libc6-dev-arm64-cross qemu-aarch64=qemu-user
+
+deps-dist: $(ZIG_VENV)/.installed
+	$(call install_missing,$(DIST_NEEDS))
+	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || \
+		rustup target add aarch64-unknown-linux-gnu
+
+$(ZIG_VENV)/.installed: Makefile
+	@python3 -c 'import ensurepip' 2>/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; }
+	rm -rf $(ZIG_VENV)
+	python3 -m venv $(ZIG_VENV)
+	$(ZIG_VENV)/bin/pip install -q --disable-pip-version-check $(ZIGBUILD_PINS)
+	touch $@
+
+deps-aarch64:
+	$(call install_missing,$(AARCH64_NEEDS))
+
+deps-deb:
+	$(call install_missing,lintian=lintian)
+
+dist: deps-dist
+	ZIG_VENV=$(ZIG_VENV) packaging/dist
+
+dist-check: deps-dist
+	ZIG_VENV=$(ZIG_VENV) packaging/dist-check
+
+## lintian's errors fail the build; its warnings and notes are printed.
+deb: dist deps-deb
+	packaging/deb
+	lintian --fail-on error target/dist/*.deb
+
+test-deb: deb
+	packaging/test-deb target/dist/redis-ratelimit_$(VERSION)-1_amd64.deb
+
+## The aarch64 smoke suite: every example of the docs, run as written, and the version check.
+## The tests run on this machine and talk to the aarch64 server over loopback; the server loads
+## the very module the aarch64 tarball holds.
+test-aarch64: dist deps-aarch64
+	@server="$$(.ci/fetch-shared redis72-aarch64)" && "$$server" --version && \
+		export REDIS_SERVER="$$server" && \
+		export RATELIMIT_MODULE="$$(realpath target/dist-build/aarch64-unknown-linux-gnu/release/libratelimit.so)" && \
+		cargo test --test it -- docs:: introspection::one_version_everywhere
+
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9 test-busy
+ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9 test-redis72 test-redis74 \
+	test-aarch64 test-deb test-busy
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
 ## redis-server (bench/README.md). Prints the table and writes bench/results/latest.json.

@@ -1,4 +1,5 @@
-//! Counters reported by `INFO ratelimit` (section `ratelimit_stats`).
+//! What `INFO ratelimit` reports: the version (section `ratelimit_module`) and the counters
+//! (section `ratelimit_stats`).
 //!
 //! Commands run on Redis's main thread; atomics only make the statics safe to declare.
 
@@ -57,8 +58,12 @@ pub fn counted(result: RedisResult) -> RedisResult {
     result
 }
 
-/// The INFO callback, registered at load.
+/// The INFO callback, registered at load: the module's version (Cargo.toml's, as `MODULE LIST`
+/// and the release artifacts carry it) in `ratelimit_module`, then the counters.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    if raw::add_info_section(ctx, Some("module")) == raw::Status::Ok {
+        raw::add_info_field_str(ctx, "version", env!("CARGO_PKG_VERSION"));
+    }
     if raw::add_info_section(ctx, Some("stats")) != raw::Status::Ok {
         return;
     }

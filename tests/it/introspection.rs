@@ -458,7 +458,11 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
 /// tests/it/config_cache.rs).
 fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
     let info: String = line(con, "INFO ratelimit").unwrap();
-    let mut lines = info.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut lines = info
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .skip_while(|l| *l != "# ratelimit_stats");
     assert_eq!(lines.next(), Some("# ratelimit_stats"), "{info}");
     let mut counters: std::collections::BTreeMap<String, i64> = lines
         .map(|l| {
@@ -715,7 +719,7 @@ fn without_the_load_option_there_is_no_debug_command() {
 
 #[test]
 fn one_version_everywhere() {
-    // Cargo.toml's version, as MODULE LIST and COMMAND DOCS show it.
+    // Cargo.toml's version, as MODULE LIST, INFO and COMMAND DOCS show it.
     let version = env!("CARGO_PKG_VERSION");
     let parts: Vec<i64> = version.split('.').map(|p| p.parse().unwrap()).collect();
     let server = Server::start();
@@ -728,6 +732,21 @@ fn one_version_everywhere() {
     assert_eq!(
         field(ours, "ver"),
         Some(&Value::Int(parts[0] * 10000 + parts[1] * 100 + parts[2]))
+    );
+    let info: String = line(&mut con, "INFO ratelimit").unwrap();
+    let module: Vec<&str> = info
+        .lines()
+        .map(str::trim)
+        .take_while(|l| *l != "# ratelimit_stats")
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        module,
+        [
+            "# ratelimit_module",
+            &format!("ratelimit_version:{version}")
+        ],
+        "{info}"
     );
     for name in COMMANDS {
         let [_, since, ..] = docs(&mut con, name).unwrap();
