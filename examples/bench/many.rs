@@ -403,9 +403,35 @@ fn settle(con: &mut Connection) -> Res<()> {
 /// The options of every server here: DEBUG allowed from loopback, for [`settle`].
 const SERVER_OPTIONS: [&str; 2] = ["--enable-debug-command", "local"];
 
-/// Creates users `from..to` with their first call, pipelined.
-fn create(con: &mut Connection, from: usize, to: usize) -> Res<()> {
+/// Fewer users than this share the run's calls among too few limiters for 100 permits a minute
+/// to grant them all: theirs are set up by [`create`] with more.
+const FEW_USERS: usize = 10_000;
+
+/// Creates users `from..to` with their first call, pipelined. Out of `limiters` fewer than
+/// [`FEW_USERS`], each user is first set to `100 * FEW_USERS / limiters` permits a minute
+/// (2 000 at 500 users, so that every measured call is still a grant) with `PRECISION 1000`
+/// (so that the log stays as short as 100 a minute keeps it); ALLOW's `RATE` then only
+/// validates, as it does on an existing limiter.
+fn create(con: &mut Connection, from: usize, to: usize, limiters: usize) -> Res<()> {
     let names: Vec<String> = (from..to).map(user).collect();
+    if limiters < FEW_USERS {
+        let rate = 100 * FEW_USERS / limiters.max(1);
+        for batch in names.chunks(BATCH) {
+            let mut pipe = redis::pipe();
+            for name in batch {
+                pipe.cmd("RATELIMIT.SETRATE")
+                    .arg(name)
+                    .arg(rate)
+                    .arg(INTERVAL)
+                    .arg("KEEPALIVE")
+                    .arg(KEEP_ALIVE)
+                    .arg("PRECISION")
+                    .arg(1000)
+                    .ignore();
+            }
+            let _: () = pipe.query(con)?;
+        }
+    }
     let mut ids = Ids::new(0);
     drive(con, Call::FirstUse, "", &names, &mut ids)
 }
@@ -421,7 +447,7 @@ pub fn run(module: &Path, plan: &Plan) -> Res<Report> {
         let mut con = server::connect(&server)?;
         let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
         let before = used_memory(&mut con)?;
-        create(&mut con, 0, limiters)?;
+        create(&mut con, 0, limiters, limiters)?;
         let after = used_memory(&mut con)?;
         let bytes_per_limiter = (after - before) as f64 / limiters as f64;
         settle(&mut con)?;
@@ -697,7 +723,7 @@ fn breakdown(module: &Path, plan: &Plan) -> Res<Vec<Breakdown>> {
     let pid = server.pid().to_string();
     let mut con = server::connect(&server)?;
     let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(LUA).query(&mut con)?;
-    create(&mut con, 0, CALLGRIND_USERS)?;
+    create(&mut con, 0, CALLGRIND_USERS, CALLGRIND_USERS)?;
     let mut ids = Ids::new(7);
     let phases = [
         Call::TryAcquire,
