@@ -89,7 +89,7 @@ final class RedisServer implements AutoCloseable {
     }
 
     private boolean awaitReady() throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline && process.isAlive()) {
             try (Raw r = new Raw(port)) {
                 if ("PONG".equals(r.call("PING"))) {
