@@ -473,40 +473,118 @@ pub fn release<L: PermitLog>(
             value: value_to_write(stored, config.rate, true),
         });
     }
-    let mut remaining = permits;
-    let mut remove_newest = 0;
-    let mut shrink_newest_to = None;
-    if state.any_live() {
-        log.scan(
-            Span::After(state.cutoff),
-            Order::NewestFirst,
-            &mut |entry| {
-                if entry.permits <= remaining {
-                    remove_newest += 1;
-                    remaining -= entry.permits;
-                    // Stop as soon as enough is released: older entries are not even decoded.
-                    if remaining == 0 {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                } else {
-                    shrink_newest_to = Some(entry.permits - remaining);
-                    remaining = 0;
-                    ControlFlow::Break(())
-                }
-            },
-        )?;
-    }
-    let released = i64::from(permits - remaining);
+    let taken = if state.any_live() {
+        take_off(log, Span::After(state.cutoff), Order::NewestFirst, permits)?
+    } else {
+        TakenOff::default()
+    };
+    let released = i64::from(taken.permits);
     let value = state.available.saturating_add(released).min(config.rate);
     Ok(ReleasePlan {
         released,
         prune: state.prune,
-        remove_newest,
-        shrink_newest_to,
+        remove_newest: taken.remove,
+        shrink_newest_to: taken.shrink_next_to,
         value: value_to_write(stored, value, released > 0),
     })
+}
+
+/// How up to `permits` come off the entries of `span`, visited in `order`.
+#[derive(Debug, Default)]
+struct TakenOff {
+    /// The first entries, removed whole.
+    remove: usize,
+    /// After those, the next entry keeps only this many.
+    shrink_next_to: Option<u32>,
+    /// The permits taken off: fewer than asked when the span holds fewer.
+    permits: u32,
+}
+
+fn take_off<L: PermitLog>(
+    log: &L,
+    span: Span,
+    order: Order,
+    permits: u32,
+) -> Result<TakenOff, L::Error> {
+    let mut taken = TakenOff::default();
+    let mut remaining = permits;
+    log.scan(span, order, &mut |entry| {
+        if entry.permits <= remaining {
+            taken.remove += 1;
+            remaining -= entry.permits;
+            // Stop as soon as enough is taken: the entries after are not even decoded.
+            if remaining == 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        } else {
+            taken.shrink_next_to = Some(entry.permits - remaining);
+            remaining = 0;
+            ControlFlow::Break(())
+        }
+    })?;
+    taken.permits = permits - remaining;
+    Ok(taken)
+}
+
+/// The writes that give back one grant exactly (RATELIMIT.CANCEL of a ticket granted to a
+/// caller that gave up): its permits come off the entries logged at its own score, never off
+/// newer ones as a RELEASE would take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GiveBackPlan {
+    pub given_back: i64,
+    pub prune: Prune,
+    /// The grant's score: the entries it joined are there.
+    pub score: i64,
+    /// How many entries at `score`, oldest first (equal scores in the log's fixed order), go
+    /// whole.
+    pub remove: usize,
+    /// After those, the next entry at `score` keeps only this many permits.
+    pub shrink_next_to: Option<u32>,
+    pub value: Option<i64>,
+}
+
+/// Gives back the `grant` logged earlier: up to its permits are removed from the entries at its
+/// score (an entry there may also hold other grants of the same millisecond or PRECISION
+/// bucket: it is reduced, not removed), and the value is raised by as many, capped at the rate.
+///
+/// Taking them from a newer entry instead would leave the grant's older score logged: once the
+/// newer one's window moved on, that older entry would have expired earlier than the newer one,
+/// and the window after it would admit one more than the rate while the newer grant still
+/// counts. `None` when there is nothing to give back: the grant has expired (it counts no more),
+/// or its entry is gone (released, deleted); nothing is then written.
+pub fn give_back<L: PermitLog>(
+    config: &Config,
+    stored: Option<i64>,
+    log: &L,
+    now: i64,
+    grant: Entry,
+) -> Result<Option<GiveBackPlan>, L::Error> {
+    let cutoff = now.saturating_sub(config.interval);
+    if grant.score <= cutoff || grant.permits == 0 {
+        return Ok(None);
+    }
+    let taken = take_off(
+        log,
+        Span::Between(grant.score.saturating_sub(1), grant.score),
+        Order::OldestFirst,
+        grant.permits,
+    )?;
+    let given_back = i64::from(taken.permits);
+    if given_back == 0 {
+        return Ok(None);
+    }
+    let state = refresh(config, stored, log, now)?;
+    let value = state.available.saturating_add(given_back).min(config.rate);
+    Ok(Some(GiveBackPlan {
+        given_back,
+        prune: state.prune,
+        score: grant.score,
+        remove: taken.remove,
+        shrink_next_to: taken.shrink_next_to,
+        value: value_to_write(stored, value, true),
+    }))
 }
 
 /// Reconfiguring with KEEPSTATE: prune what the new interval expires, and set the value to what
@@ -1107,6 +1185,113 @@ mod tests {
             "an empty log means nothing is in use"
         );
         assert_eq!(available(&cfg, Some(50), &log, 1000), Ok(2));
+    }
+
+    /// Applies a give-back plan as the store does: entries at the score, oldest first.
+    fn apply_give_back(log: &mut MemLog, plan: &GiveBackPlan, value: &mut Option<i64>) {
+        log.prune(plan.prune);
+        let at: Vec<usize> = (0..log.0.len())
+            .filter(|&i| log.0[i].score == plan.score)
+            .collect();
+        if let Some(p) = plan.shrink_next_to {
+            log.0[at[plan.remove]].permits = p;
+        }
+        for &i in at[..plan.remove].iter().rev() {
+            log.0.remove(i);
+        }
+        if let Some(v) = plan.value {
+            *value = Some(v);
+        }
+    }
+
+    fn grant(score: i64, permits: u32) -> Entry {
+        Entry { score, permits }
+    }
+
+    #[test]
+    fn give_back_removes_the_grant_own_entry_not_the_newest() {
+        // Rate 2 per 1000: G at 0 (given up), H at 10.
+        let cfg = overall(2, 1000);
+        let mut log = MemLog::with(&[(0, 1), (10, 1)]);
+        let mut value = Some(0);
+        let plan = give_back(&cfg, value, &log, 20, grant(0, 1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (plan.given_back, plan.remove, plan.shrink_next_to),
+            (1, 1, None)
+        );
+        assert_eq!(plan.value, Some(1));
+        apply_give_back(&mut log, &plan, &mut value);
+        assert_eq!(log.0, vec![grant(10, 1)], "H stays, G's entry went");
+        // At 1001 (G's entry would have freed), one more fits, and only one: H still counts.
+        let i = try_acquire(&cfg, value, &log, 1001, 1, Reset::NotWanted).unwrap();
+        assert_eq!(i.outcome, Outcome::Acquired);
+        log.apply(&i, &mut value);
+        let j = try_acquire(&cfg, value, &log, 1001, 1, Reset::NotWanted).unwrap();
+        assert_eq!(
+            j.outcome,
+            Outcome::Wait(9),
+            "H at 10 and I at 1001 fill the window"
+        );
+        assert!(log.live(1001, 1000) <= 2);
+    }
+
+    #[test]
+    fn give_back_reduces_a_merged_entry() {
+        let cfg = overall(10, 1000);
+        let mut log = MemLog::with(&[(99, 5), (150, 1)]);
+        let mut value = Some(4);
+        let plan = give_back(&cfg, value, &log, 150, grant(99, 2))
+            .unwrap()
+            .unwrap();
+        assert_eq!((plan.remove, plan.shrink_next_to), (0, Some(3)));
+        assert_eq!(plan.value, Some(6));
+        apply_give_back(&mut log, &plan, &mut value);
+        assert_eq!(log.0, vec![grant(99, 3), grant(150, 1)]);
+    }
+
+    #[test]
+    fn give_back_spans_entries_at_one_score_and_stops_at_what_is_there() {
+        let cfg = overall(10, 1000);
+        let log = MemLog::with(&[(50, 1), (50, 2), (50, 4)]);
+        let plan = give_back(&cfg, Some(3), &log, 60, grant(50, 4))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (plan.given_back, plan.remove, plan.shrink_next_to),
+            (4, 2, Some(3))
+        );
+        // Fewer permits left at the score than granted (a RELEASE took some): what is there.
+        let log = MemLog::with(&[(50, 1), (70, 5)]);
+        let plan = give_back(&cfg, Some(4), &log, 80, grant(50, 3))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (plan.given_back, plan.remove, plan.shrink_next_to),
+            (1, 1, None)
+        );
+        assert_eq!(plan.value, Some(5));
+        // The value is capped at the rate.
+        let plan = give_back(&cfg, Some(10), &log, 80, grant(70, 5))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.value, None, "already at the rate: nothing to write");
+    }
+
+    #[test]
+    fn give_back_of_an_expired_or_missing_grant_writes_nothing() {
+        let cfg = overall(2, 1000);
+        let log = MemLog::with(&[(0, 1), (500, 1)]);
+        assert_eq!(give_back(&cfg, Some(0), &log, 1000, grant(0, 1)), Ok(None));
+        assert_eq!(give_back(&cfg, Some(0), &log, 600, grant(300, 1)), Ok(None));
+        assert_eq!(give_back(&cfg, Some(0), &log, 600, grant(500, 0)), Ok(None));
+        // Expired entries still logged are pruned with a give-back, as every write does.
+        let plan = give_back(&cfg, Some(0), &log, 1200, grant(500, 1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.prune, Prune::UpTo(200));
+        assert_eq!(plan.value, Some(2));
     }
 
     #[test]
