@@ -26,10 +26,11 @@ use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
 use crate::key::{self, Read, Write};
-use crate::queue::{self, QueueId, Removed, Request, WaiterId};
+use crate::queue::{self, QueueId, Removed, Request, StateId, WaiterId};
 use crate::sliding_log::{Config, Outcome, Reset};
 use crate::stats;
-use crate::store::{self, LimiterKeys, Turn};
+use crate::store::{self, LimiterKeys, Turn, Verdict};
+use crate::tickets::{self, Fate};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
 const PAUSED_RETRY_MS: i64 = 10;
@@ -50,6 +51,9 @@ pub struct AcquireRequest<'a> {
     pub client: Option<&'a [u8]>,
     /// Creates the limiter on first use.
     pub create: Option<Config>,
+    /// The caller's id of this wait: a resend answers from its grant, and RATELIMIT.CANCEL
+    /// names it.
+    pub ticket: Option<&'a [u8]>,
 }
 
 /// ACQUIRE: acquire now, or block the caller in the limiter's queue.
@@ -65,6 +69,22 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
         Turn::BehindWaiters
     };
     let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
+    if let Some(ticket) = request.ticket {
+        // A resend of a wait already granted, or one cancelled: answered without taking.
+        let known = limiter
+            .waiting_state(request.client)
+            .ok()
+            .and_then(|(state, _)| tickets::fate(ticket, &state, now));
+        match known {
+            Some(Fate::Granted { .. }) => return Ok(RedisValue::Null),
+            Some(Fate::Cancelled) => {
+                stats::add(&stats::REFUSED);
+                let wait = limiter.wait_hint(request.client, request.permits, now)?;
+                return Ok(RedisValue::Integer(wait));
+            }
+            None => {}
+        }
+    }
     let verdict = limiter.try_acquire(
         request.client,
         request.permits,
@@ -76,6 +96,11 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
     let wait = match verdict.outcome {
         Outcome::Acquired => {
             stats::add(&stats::ACQUIRED);
+            if let Some(ticket) = request.ticket {
+                if let Ok((state, _)) = limiter.waiting_state(request.client) {
+                    remember_grant(ticket, state, &verdict, now);
+                }
+            }
             return Ok(RedisValue::Null);
         }
         Outcome::Wait(ms) => ms,
@@ -98,6 +123,7 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
             name: request.key.to_vec(),
             client: request.client.map(<[u8]>::to_vec),
             permits: request.permits,
+            ticket: request.ticket.map(<[u8]>::to_vec),
         },
     );
     stats::add(&stats::WAITS);
@@ -113,6 +139,50 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
         schedule(ctx, queue, wait);
     }
     Ok(RedisValue::NoReply)
+}
+
+/// Remembers where a ticketed ACQUIRE's grant was logged, for a resend and for CANCEL.
+fn remember_grant(ticket: &[u8], state: StateId, verdict: &Verdict, now: i64) {
+    if let Some((entry, frees_at)) = verdict.logged {
+        tickets::granted(ticket, state, entry, frees_at, now);
+    }
+}
+
+/// RATELIMIT.CANCEL: ends the wait `ticket` names on the limiter's state (of `client`). A grant
+/// it got is given back exactly (its own log entry, see [`LimiterKeys::give_back`]); a waiter
+/// carrying it leaves the queue and is told the wait hint, as when its TIMEOUT runs out; an
+/// ACQUIRE with it arriving later is refused. Returns the permits given back.
+pub fn cancel(
+    ctx: &Context,
+    key: &[u8],
+    ticket: &[u8],
+    client: Option<&[u8]>,
+) -> Result<i64, Error> {
+    let now = clock::now_ms();
+    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
+    let (state, _) = limiter.waiting_state(client)?;
+    // Given back before anything else changes: an error reading the log leaves all as it was.
+    let given_back = match tickets::fate(ticket, &state, now) {
+        Some(Fate::Granted { entry }) => limiter.give_back(client, entry, now)?,
+        _ => 0,
+    };
+    let _ = tickets::cancel(ticket, &state, now);
+    drop(limiter);
+    let mut ended = 0;
+    for waiter in queue::with_ticket(ticket, &state) {
+        if let Some(removed) = take(ctx, waiter) {
+            ended += 1;
+            unblock(removed.bc, hint_for(ctx, &removed));
+            after_leaving(ctx, &removed);
+        }
+    }
+    if given_back > 0 || ended > 0 {
+        stats::add(&stats::CANCELS);
+    }
+    if given_back > 0 {
+        nudge(ctx, key);
+    }
+    Ok(given_back)
 }
 
 /// Something may have freed permits of limiter `name` (in the context's database).
@@ -143,6 +213,7 @@ pub fn stop_all_timers(ctx: &Context) {
 /// loaded again may find its library still mapped, statics and all.
 pub fn reset() {
     queue::reset();
+    tickets::reset();
 }
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
@@ -178,23 +249,51 @@ fn serve(ctx: &Context, queue: QueueId) {
         return;
     }
     while let Some(head) = queue::head(queue) {
-        server::select_db(ctx, head.db);
+        server::select_db(ctx, head.state.db);
         let request = &head.request;
+        let now = clock::now_ms();
+        let known = request
+            .ticket
+            .as_deref()
+            .and_then(|ticket| tickets::fate(ticket, &head.state, now));
+        match known {
+            // The same wait, resent after a reconnect, was granted on the old connection.
+            Some(Fate::Granted { .. }) => {
+                if let Some(removed) = take(ctx, head.waiter) {
+                    unblock(removed.bc, Served::Acquired);
+                }
+                continue;
+            }
+            // Cancelled after it was queued (CANCEL removes those it finds): it takes nothing.
+            Some(Fate::Cancelled) => {
+                if let Some(removed) = take(ctx, head.waiter) {
+                    unblock(removed.bc, hint_for(ctx, &removed));
+                }
+                continue;
+            }
+            None => {}
+        }
         let result =
             LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
                 limiter.try_acquire(
                     request.client.as_deref(),
                     request.permits,
-                    clock::now_ms(),
+                    now,
                     Turn::FirstInLine,
                     None,
                     Reset::NotWanted,
                 )
             });
-        let served = match result.map(|verdict| verdict.outcome) {
-            Ok(Outcome::Wait(ms)) => return schedule(ctx, queue, ms),
-            Ok(Outcome::Acquired) => {
+        let served = match result {
+            Ok(Verdict {
+                outcome: Outcome::Wait(ms),
+                ..
+            }) => return schedule(ctx, queue, ms),
+            Ok(verdict) => {
                 stats::add(&stats::ACQUIRED);
+                if let Some(ticket) = &request.ticket {
+                    remember_grant(ticket, head.state.clone(), &verdict, now);
+                }
                 Served::Acquired
             }
             // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.

@@ -43,6 +43,7 @@ pub mod sliding_log;
 mod stats;
 mod store;
 mod tat;
+mod tickets;
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -272,7 +273,7 @@ static LISTENERS: events::Listeners = events::Listeners {
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.
-const COMMANDS: [(&Doc, Handler); 11] = [
+const COMMANDS: [(&Doc, Handler); 12] = [
     (&commands::setrate::DOC, handler!(commands::setrate::run)),
     (
         &commands::tryacquire::DOC,
@@ -287,6 +288,7 @@ const COMMANDS: [(&Doc, Handler); 11] = [
         handler!(commands::available::run),
     ),
     (&commands::release::DOC, handler!(commands::release::run)),
+    (&commands::cancel::DOC, handler!(commands::cancel::run)),
     (&commands::delete::DOC, handler!(commands::delete::run)),
     (&commands::expire::DOC, handler!(commands::expire::run)),
     (&commands::persist::DOC, handler!(commands::persist::run)),

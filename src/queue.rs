@@ -29,6 +29,8 @@ pub struct Request {
     pub name: Vec<u8>,
     pub client: Option<Vec<u8>>,
     pub permits: u32,
+    /// The caller's id of this wait (ACQUIRE's TICKET), which RATELIMIT.CANCEL names.
+    pub ticket: Option<Vec<u8>>,
 }
 
 struct Waiter {
@@ -56,6 +58,9 @@ struct Registry {
     by_state: HashMap<StateId, QueueId>,
     waiter_queue: HashMap<WaiterId, QueueId>,
     by_client: HashMap<BlockedClient, WaiterId>,
+    /// Ticket -> the waiters carrying it (more than one while a resend waits beside the wait of
+    /// a connection not yet seen closed).
+    by_ticket: HashMap<Vec<u8>, Vec<WaiterId>>,
     /// db -> watched key -> queues: a keyspace event on any key costs one lookup.
     watchers: HashMap<i32, HashMap<Vec<u8>, Vec<QueueId>>>,
 }
@@ -72,7 +77,7 @@ fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     pub waiter: WaiterId,
-    pub db: i32,
+    pub state: StateId,
     pub request: Request,
 }
 
@@ -142,6 +147,12 @@ pub fn enqueue(
             }
         };
         let mut first = false;
+        if let Some(ticket) = &request.ticket {
+            r.by_ticket
+                .entry(ticket.clone())
+                .or_default()
+                .push(waiter_id);
+        }
         if let Some(queue) = r.queues.get_mut(&queue_id) {
             first = queue.waiters.is_empty();
             queue.permits = queue.permits.saturating_add(u64::from(request.permits));
@@ -180,7 +191,7 @@ pub fn head(queue: QueueId) -> Option<Head> {
         let w = q.waiters.front()?;
         Some(Head {
             waiter: w.id,
-            db: q.state.db,
+            state: q.state.clone(),
             request: w.request.clone(),
         })
     })
@@ -195,6 +206,14 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
         let w = queue.waiters.remove(position)?;
         queue.permits = queue.permits.saturating_sub(u64::from(w.request.permits));
         r.by_client.remove(&w.bc);
+        if let Some(ticket) = &w.request.ticket {
+            if let Some(waiters) = r.by_ticket.get_mut(ticket) {
+                waiters.retain(|&id| id != waiter);
+                if waiters.is_empty() {
+                    r.by_ticket.remove(ticket);
+                }
+            }
+        }
         let db = queue.state.db;
         let emptied_wake = if queue.waiters.is_empty() {
             let wake = queue.wake;
@@ -228,6 +247,25 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
             was_head: position == 0,
             emptied_wake,
         })
+    })
+}
+
+/// The waiters carrying `ticket` queued on `state`.
+pub fn with_ticket(ticket: &[u8], state: &StateId) -> Vec<WaiterId> {
+    with(|r| {
+        let Some(waiters) = r.by_ticket.get(ticket) else {
+            return Vec::new();
+        };
+        waiters
+            .iter()
+            .copied()
+            .filter(|w| {
+                r.waiter_queue
+                    .get(w)
+                    .and_then(|q| r.queues.get(q))
+                    .is_some_and(|q| q.state == *state)
+            })
+            .collect()
     })
 }
 
@@ -292,6 +330,7 @@ mod tests {
             name: b"api".to_vec(),
             client: None,
             permits,
+            ticket: None,
         }
     }
 
@@ -361,5 +400,27 @@ mod tests {
         assert_eq!(head(q).unwrap().waiter, a);
         remove(a);
         assert!(timers().is_empty());
+    }
+
+    #[test]
+    fn waiters_are_found_by_ticket_on_their_state() {
+        let ticketed = |ticket: &str| Request {
+            ticket: Some(ticket.as_bytes().to_vec()),
+            ..request(1)
+        };
+        let (_, a, _) = enqueue(state("t"), watched(), bc(40), ticketed("x"));
+        let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1));
+        let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"));
+        let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"));
+        assert_eq!(with_ticket(b"x", &state("t")), vec![a, c]);
+        assert_eq!(with_ticket(b"x", &state("u")), vec![d]);
+        assert!(with_ticket(b"y", &state("t")).is_empty());
+        remove(a);
+        assert_eq!(with_ticket(b"x", &state("t")), vec![c]);
+        for w in [b, c, d] {
+            remove(w);
+        }
+        assert!(with_ticket(b"x", &state("u")).is_empty());
+        with(|r| assert!(r.by_ticket.is_empty()));
     }
 }

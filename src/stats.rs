@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use redis_module::{raw, RedisResult};
 
 use crate::config_cache;
+use crate::tickets;
 
 /// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
 /// client's request is decided, never in the store, so the server re-checking a blocked
@@ -24,6 +25,8 @@ pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
 pub static WAITS: AtomicU64 = AtomicU64::new(0);
 /// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// RATELIMIT.CANCEL calls that ended a wait or gave a grant back.
+pub static CANCELS: AtomicU64 = AtomicU64::new(0);
 /// Keys of limiters the server evicted (maxmemory), ever.
 pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
 
@@ -36,6 +39,7 @@ pub fn reset() {
         &BLOCKED_CLIENTS,
         &WAITS,
         &TIMEOUTS,
+        &CANCELS,
         &EVICTED_KEYS,
     ] {
         counter.store(0, Relaxed);
@@ -74,10 +78,14 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         ("blocked_clients", &BLOCKED_CLIENTS),
         ("waits", &WAITS),
         ("timeouts", &TIMEOUTS),
+        ("cancels", &CANCELS),
         ("evicted_keys", &EVICTED_KEYS),
     ] {
         raw::add_info_field_unsigned_long_long(ctx, name, counter.load(Relaxed));
     }
+    // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
+    let tickets = u64::try_from(tickets::len()).unwrap_or(u64::MAX);
+    raw::add_info_field_unsigned_long_long(ctx, "tickets", tickets);
     let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
     raw::add_info_field_unsigned_long_long(ctx, "configs_kept", kept);
     // 1 while calls come back to few enough limiters for the config cache to pay.

@@ -1,8 +1,9 @@
-//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id] [RATE rate interval [OVERALL |
-//! PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the server, first
-//! come first served; `RATE` creates the limiter on first use. Replies nil once acquired, or the
-//! wait hint if TIMEOUT ran out first. Inside MULTI or a script it does not block and answers as
-//! TRYACQUIRE.
+//! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id] [TICKET ticket] [RATE rate interval
+//! [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the
+//! server, first come first served; `RATE` creates the limiter on first use. Replies nil once
+//! acquired, or the wait hint if TIMEOUT ran out first. Inside MULTI or a script it does not
+//! block and answers as TRYACQUIRE. `TICKET` names this wait for RATELIMIT.CANCEL, and makes a
+//! resend of a wait already granted answer nil without taking again.
 
 use redis_module::{Context, RedisResult};
 
@@ -25,6 +26,9 @@ pub const DOC: Doc = Doc {
         Arg::new(c"permits", ArgType::Integer).optional(),
         Arg::new(c"ms", ArgType::Integer).after(c"TIMEOUT").optional(),
         CLIENT,
+        Arg::new(c"ticket", ArgType::String)
+            .after(c"TICKET")
+            .optional(),
         RATE,
     ],
 };
@@ -43,6 +47,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AcquireRequest<'a>, Error> {
         timeout_ms: options.timeout.unwrap_or(0),
         client: options.client,
         create: options.create,
+        ticket: options.ticket,
     })
 }
 
@@ -57,8 +62,11 @@ mod tests {
 
     #[test]
     fn options_in_any_order() {
-        let args: [&[u8]; 6] = [b"k", b"3", b"client", b"c", b"timeout", b"250"];
+        let args: [&[u8]; 8] = [
+            b"k", b"3", b"ticket", b"t", b"client", b"c", b"timeout", b"250",
+        ];
         let request = parse(&args).unwrap();
+        assert_eq!(request.ticket, Some(&b"t"[..]));
         assert_eq!(request.permits, 3);
         assert_eq!(request.timeout_ms, 250);
         assert_eq!(request.client, Some(&b"c"[..]));
@@ -76,6 +84,10 @@ mod tests {
         ));
         let args: [&[u8]; 5] = [b"k", b"TIMEOUT", b"1", b"TIMEOUT", b"2"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
+        let args: [&[u8]; 5] = [b"k", b"TICKET", b"a", b"TICKET", b"b"];
+        assert!(matches!(parse(&args), Err(Error::Syntax)));
+        let args: [&[u8]; 3] = [b"k", b"TICKET", b""];
+        assert!(matches!(parse(&args), Err(Error::BadTicket)));
         let args: [&[u8]; 2] = [b"k", b"TIMEOUT"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
     }

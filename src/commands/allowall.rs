@@ -184,6 +184,7 @@ fn combine<'a>(verdicts: &[Verdict], keys: &[&'a [u8]], all: bool) -> (Verdict, 
         limit,
         remaining,
         reset_after,
+        logged: None,
     };
     (
         verdict,
@@ -238,6 +239,7 @@ mod tests {
             limit: 10 + remaining,
             remaining,
             reset_after,
+            logged: None,
         }
     }
 

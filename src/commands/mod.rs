@@ -4,6 +4,7 @@ pub mod acquire;
 pub mod allow;
 pub mod allowall;
 pub mod available;
+pub mod cancel;
 pub mod config;
 pub mod debug;
 pub mod delete;
@@ -150,12 +151,10 @@ pub struct AcquireOptions<'a> {
     pub client: Option<&'a [u8]>,
     pub create: Option<Config>,
     pub timeout: Option<i64>,
+    pub ticket: Option<&'a [u8]>,
 }
 
-fn acquire_options<'a>(
-    tokens: &mut Tokens<'a>,
-    takes_timeout: bool,
-) -> Result<AcquireOptions<'a>, Error> {
+fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireOptions<'a>, Error> {
     let mut options = AcquireOptions::default();
     while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "CLIENT") {
@@ -165,9 +164,12 @@ fn acquire_options<'a>(
             )?;
         } else if args::is_keyword(token, "RATE") {
             args::set_once(&mut options.create, rate_option(tokens)?)?;
-        } else if takes_timeout && args::is_keyword(token, "TIMEOUT") {
+        } else if blocks && args::is_keyword(token, "TIMEOUT") {
             let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
             args::set_once(&mut options.timeout, ms)?;
+        } else if blocks && args::is_keyword(token, "TICKET") {
+            let ticket = crate::tickets::parse(tokens.value_of_option()?)?;
+            args::set_once(&mut options.ticket, ticket)?;
         } else {
             return Err(Error::Syntax);
         }

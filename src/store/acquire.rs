@@ -4,7 +4,7 @@
 use super::{Condition, LimiterKeys, RateChange, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::sliding_log::{self, AcquirePlan, Config, Logging, Outcome, Reset};
+use crate::sliding_log::{self, AcquirePlan, Config, Entry, Logging, Outcome, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub struct Verdict {
     pub remaining: i64,
     /// Milliseconds until every permit logged has expired; 0 if none is.
     pub reset_after: i64,
+    /// Where a grant was logged: the entry (its score, and the permits this grant added to
+    /// it) and the moment it frees.
+    pub logged: Option<(Entry, i64)>,
 }
 
 impl<'c, M: OpenMode> LimiterKeys<'c, M> {
@@ -169,7 +172,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             }
         }
         self.write_value_and_ttls(config, state, plan.value, waiting(&plan, *turn, *queued));
-        Ok(Verdict::of(&plan, config.rate, *queued))
+        Ok(Verdict::of(&plan, config, *queued))
     }
 
     /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
@@ -249,7 +252,8 @@ fn waiting(plan: &AcquirePlan, turn: Turn, queued: u64) -> i64 {
 impl Verdict {
     /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
     /// blocked ACQUIRE clients (counted as taken).
-    fn of(plan: &AcquirePlan, rate: i64, queued: u64) -> Verdict {
+    fn of(plan: &AcquirePlan, config: &Config, queued: u64) -> Verdict {
+        let rate = config.rate;
         let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
         Verdict {
             outcome: if plan.append.is_some() {
@@ -266,6 +270,9 @@ impl Verdict {
                 .saturating_sub(ahead)
                 .clamp(0, rate.max(0)),
             reset_after: plan.reset_after,
+            logged: plan
+                .append
+                .map(|entry| (entry, entry.score.saturating_add(config.interval))),
         }
     }
 }
@@ -273,6 +280,16 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rated(rate: i64) -> Config {
+        Config {
+            rate,
+            interval: 1000,
+            mode: sliding_log::Mode::Overall,
+            keep_alive: 0,
+            precision: 1,
+        }
+    }
 
     fn refusal(wait: i64) -> AcquirePlan {
         AcquirePlan::waiting(wait, 2, 300)
@@ -288,20 +305,20 @@ mod tests {
 
     #[test]
     fn a_verdict_counts_queued_permits_as_taken_within_the_rate() {
-        let verdict = Verdict::of(&refusal(40), 10, 1);
+        let verdict = Verdict::of(&refusal(40), &rated(10), 1);
         assert_eq!(verdict.outcome, Outcome::Wait(40));
         assert_eq!(
             (verdict.limit, verdict.remaining, verdict.reset_after),
             (10, 1, 300)
         );
-        assert_eq!(Verdict::of(&refusal(40), 10, 5).remaining, 0);
-        assert_eq!(Verdict::of(&refusal(40), 10, u64::MAX).remaining, 0);
+        assert_eq!(Verdict::of(&refusal(40), &rated(10), 5).remaining, 0);
+        assert_eq!(Verdict::of(&refusal(40), &rated(10), u64::MAX).remaining, 0);
         assert_eq!(
-            Verdict::of(&AcquirePlan::waiting(1, 50, 0), 10, 0).remaining,
+            Verdict::of(&AcquirePlan::waiting(1, 50, 0), &rated(10), 0).remaining,
             10
         );
         assert_eq!(
-            Verdict::of(&AcquirePlan::waiting(1, 5, 0), -1, 0).remaining,
+            Verdict::of(&AcquirePlan::waiting(1, 5, 0), &rated(-1), 0).remaining,
             0
         );
     }

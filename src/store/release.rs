@@ -39,20 +39,61 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
             state.permits.apply(Effect::ZRemNewest(plan.remove_newest));
         }
         if let Some((old, score, new, permits)) = shrink {
-            // Added before the old one goes, so the log never empties (and keeps its TTL). An
-            // identical member already there (a degenerate foreign id) gets the permits kept
-            // under a fresh id instead: the old member never goes without its replacement.
-            let added = state.permits.apply(Effect::ZAdd {
-                score,
-                member: &new,
-            }) || state.log(Entry { score, permits }, false).is_ok();
-            if added {
-                state.permits.apply(Effect::ZRem(&old));
-            }
+            state.split(&old, &new, Entry { score, permits });
         }
         if plan.released > 0 || plan.prune != Prune::Nothing || plan.value.is_some() {
             self.write_value_and_ttls(&config, &state, plan.value, 0);
         }
         Ok(plan.released)
+    }
+}
+
+impl<M: OpenMode> LimiterKeys<'_, M> {
+    /// RATELIMIT.CANCEL of a granted ticket: gives back exactly the grant logged as `grant` on
+    /// the state of `client` (see [`sliding_log::give_back`]). Returns how many permits.
+    pub fn give_back(&self, client: Option<&[u8]>, grant: Entry, now: i64) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
+        let config = self.require_config()?;
+        let state = self.state(&config, client)?;
+        let Some(plan) =
+            sliding_log::give_back(&config, state.stored_value()?, &state, now, grant)?
+        else {
+            return Ok(0);
+        };
+        // The members to change, read before anything is written, in the order the plan counted
+        // them.
+        let mut removed = Vec::with_capacity(plan.remove);
+        let mut shrink = None;
+        state.permits.zscan(
+            Span::Between(plan.score.saturating_sub(1), plan.score),
+            Order::OldestFirst,
+            |_, member| {
+                if removed.len() < plan.remove {
+                    removed.push(member.to_vec());
+                    return Ok::<_, Error>(ControlFlow::Continue(()));
+                }
+                if let Some(permits) = plan.shrink_next_to {
+                    let replacement = sliding_log::split_member(member, permits)
+                        .map_err(|e| Error::corrupt(state.permits.name(), e.to_string()))?;
+                    shrink = Some((member.to_vec(), replacement, permits));
+                }
+                Ok(ControlFlow::Break(()))
+            },
+        )?;
+        state.prune(plan.prune);
+        if let Some((old, new, permits)) = shrink {
+            let kept = Entry {
+                score: plan.score,
+                permits,
+            };
+            state.split(&old, &new, kept);
+        }
+        for member in &removed {
+            state.permits.apply(Effect::ZRem(member));
+        }
+        self.write_value_and_ttls(&config, &state, plan.value, 0);
+        Ok(plan.given_back)
     }
 }

@@ -103,6 +103,23 @@ impl<M: OpenMode> State<'_, M> {
         })
     }
 
+    /// Replaces the entry `old` by `new`, the same id with the fewer permits of `kept` (an entry
+    /// given back in part). Added before the old one goes, so the log never empties (and keeps
+    /// its TTL). An identical member already there (a degenerate foreign id) gets the permits
+    /// kept under a fresh id instead: the old member never goes without its replacement.
+    pub(super) fn split(&self, old: &[u8], new: &[u8], kept: Entry)
+    where
+        M: Writable,
+    {
+        let added = self.permits.apply(Effect::ZAdd {
+            score: kept.score,
+            member: new,
+        }) || self.log(kept, false).is_ok();
+        if added {
+            self.permits.apply(Effect::ZRem(old));
+        }
+    }
+
     /// Removes what a plan prunes: expired entries, or the whole log in O(1).
     pub(super) fn prune(&self, prune: Prune)
     where

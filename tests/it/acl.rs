@@ -88,7 +88,7 @@ fn refused_without_writes(
 }
 
 /// Every command that reads or writes a limiter's state, on OVERALL limiter `lim1`.
-const STATE_COMMANDS: [&str; 20] = [
+const STATE_COMMANDS: [&str; 22] = [
     "RATELIMIT.TRYACQUIRE lim1",
     "RATELIMIT.TRYACQUIRE lim1 1",
     "RATELIMIT.TRYACQUIRE lim1 5",
@@ -109,6 +109,8 @@ const STATE_COMMANDS: [&str; 20] = [
     "RATELIMIT.ALLOW lim1",
     "RATELIMIT.ALLOW lim1 1 RATE 5 1000",
     "RATELIMIT.ALLOWALL 1 lim1",
+    "RATELIMIT.ACQUIRE lim1 TICKET t",
+    "RATELIMIT.CANCEL lim1 t",
 ];
 
 #[test]
@@ -181,6 +183,7 @@ fn a_per_client_state_is_checked_key_by_key() {
         "RATELIMIT.ACQUIRE lim2 1 TIMEOUT 10 CLIENT bob",
         "RATELIMIT.AVAILABLE lim2 CLIENT bob",
         "RATELIMIT.RELEASE lim2 1 CLIENT bob",
+        "RATELIMIT.CANCEL lim2 t CLIENT bob",
     ] {
         refused_without_writes(
             &mut admin,
@@ -492,6 +495,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
         ("ratelimit.config", "@read @fast"),
         ("ratelimit.available", "@read @slow"),
         ("ratelimit.release", "@write @slow"),
+        ("ratelimit.cancel", "@write @slow"),
         ("ratelimit.delete", "@write @slow @keyspace"),
         ("ratelimit.expire", "@write @fast @keyspace"),
         ("ratelimit.persist", "@write @fast @keyspace"),

@@ -95,6 +95,8 @@ fn wrong_arity_for_every_command() {
         ("RATELIMIT.AVAILABLE", "ratelimit.available"),
         ("RATELIMIT.RELEASE", "ratelimit.release"),
         ("RATELIMIT.RELEASE api", "ratelimit.release"),
+        ("RATELIMIT.CANCEL", "ratelimit.cancel"),
+        ("RATELIMIT.CANCEL api", "ratelimit.cancel"),
         ("RATELIMIT.DELETE", "ratelimit.delete"),
         ("RATELIMIT.EXPIRE", "ratelimit.expire"),
         ("RATELIMIT.EXPIRE api", "ratelimit.expire"),
@@ -152,6 +154,8 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
         "RATELIMIT.ACQUIRE api TIMEOUT 10 10",
         "RATELIMIT.ACQUIRE api CLIENT",
         "RATELIMIT.ACQUIRE api CLIENT a CLIENT b",
+        "RATELIMIT.ACQUIRE api TICKET",
+        "RATELIMIT.ACQUIRE api TICKET a TICKET a",
         // AVAILABLE
         "RATELIMIT.AVAILABLE api FOO",
         "RATELIMIT.AVAILABLE api 1",
@@ -162,6 +166,11 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
         "RATELIMIT.RELEASE api 1 2",
         "RATELIMIT.RELEASE api 1 CLIENT",
         "RATELIMIT.RELEASE pc 1 CLIENT c1 CLIENT c2",
+        // CANCEL
+        "RATELIMIT.CANCEL api t FOO",
+        "RATELIMIT.CANCEL api t 1",
+        "RATELIMIT.CANCEL api t CLIENT",
+        "RATELIMIT.CANCEL pc t CLIENT c1 CLIENT c2",
         // DELETE
         "RATELIMIT.DELETE api FOO",
         "RATELIMIT.DELETE api CLIENT",
@@ -422,6 +431,7 @@ fn uninitialized_limiters_are_refused() {
         "RATELIMIT.ACQUIRE nope",
         "RATELIMIT.AVAILABLE nope",
         "RATELIMIT.RELEASE nope 1",
+        "RATELIMIT.CANCEL nope t",
     ] {
         fails_with(&mut server, &mut con, text, NOT_INITIALIZED);
     }
@@ -507,6 +517,7 @@ fn wrongtype_when_the_hash_holds_another_type() {
             format!("RATELIMIT.CONFIG {key}"),
             format!("RATELIMIT.AVAILABLE {key}"),
             format!("RATELIMIT.RELEASE {key} 1"),
+            format!("RATELIMIT.CANCEL {key} t"),
             format!("RATELIMIT.DELETE {key}"),
             format!("RATELIMIT.EXPIRE {key} 1000"),
             format!("RATELIMIT.EXPIRE {key} 0"),
@@ -540,6 +551,7 @@ fn wrongtype_when_the_value_or_the_permits_key_holds_another_type() {
             format!("RATELIMIT.ACQUIRE {name} TIMEOUT 1000"),
             format!("RATELIMIT.AVAILABLE {name}"),
             format!("RATELIMIT.RELEASE {name} 1"),
+            format!("RATELIMIT.CANCEL {name} t"),
             format!("RATELIMIT.SETRATE {name} 20 1000"),
             format!("RATELIMIT.SETRATE {name} 20 1000 KEEPSTATE"),
             format!("RATELIMIT.SETRATE {name} 20 1000 XX"),

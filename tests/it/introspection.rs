@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 14] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -16,6 +16,7 @@ const COMMANDS: [&str; 13] = [
     "ratelimit.config",
     "ratelimit.available",
     "ratelimit.release",
+    "ratelimit.cancel",
     "ratelimit.delete",
     "ratelimit.expire",
     "ratelimit.persist",
@@ -141,7 +142,8 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
         (
             "ratelimit.acquire",
             &format!(
-                "key(key #0) [permits(integer)] [TIMEOUT ms(integer)] [CLIENT id(string)] {RATE}"
+                "key(key #0) [permits(integer)] [TIMEOUT ms(integer)] [CLIENT id(string)] \
+                 [TICKET ticket(string)] {RATE}"
             ),
         ),
         (
@@ -157,6 +159,10 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
         (
             "ratelimit.release",
             "key(key #0) permits(integer) [CLIENT id(string)]",
+        ),
+        (
+            "ratelimit.cancel",
+            "key(key #0) ticket(string) [CLIENT id(string)]",
         ),
         ("ratelimit.delete", "key(key #0) [CLIENT id(string)]"),
         (
@@ -230,6 +236,8 @@ fn documented_tokens_are_the_ones_the_parsers_accept() {
         ("RATELIMIT.ACQUIRE d 1 TIMEOUT 10 CLIENT c", Value::Nil),
         ("RATELIMIT.AVAILABLE d CLIENT c", Value::Int(3)),
         ("RATELIMIT.RELEASE d 1 CLIENT c", Value::Int(1)),
+        ("RATELIMIT.ACQUIRE d 1 TICKET t CLIENT c", Value::Nil),
+        ("RATELIMIT.CANCEL d t CLIENT c", Value::Int(1)),
         ("RATELIMIT.EXPIRE d 100000 NX CLIENT c", Value::Int(1)),
         ("RATELIMIT.EXPIRE d 200000 XX", Value::Int(1)),
         ("RATELIMIT.EXPIRE d 300000 GT", Value::Int(1)),
@@ -294,6 +302,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("ratelimit.config", 2, "readonly fast module", "RO access"),
         ("ratelimit.available", -2, "readonly module", "RO access"),
         ("ratelimit.release", -3, "write denyoom module", rw),
+        ("ratelimit.cancel", -3, "write module", rw),
         ("ratelimit.delete", -2, "write module", "RM delete"),
         ("ratelimit.expire", -3, "write fast module", rw),
         ("ratelimit.persist", -2, "write fast module", rw),
@@ -383,6 +392,7 @@ fn command_getkeys_returns_the_limiter_key() {
         vec![b"RATELIMIT.CONFIG", key],
         vec![b"RATELIMIT.AVAILABLE", key, b"CLIENT", b"c"],
         vec![b"RATELIMIT.RELEASE", key, b"1"],
+        vec![b"RATELIMIT.CANCEL", key, b"t", b"CLIENT", b"c"],
         vec![b"RATELIMIT.DELETE", key, b"CLIENT", b"c"],
         vec![b"RATELIMIT.EXPIRE", key, b"10", b"NX"],
         vec![b"RATELIMIT.PERSIST", key],
@@ -432,6 +442,7 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
         ("ratelimit.config", "RATELIMIT.CONFIG k extra"),
         ("ratelimit.available", "RATELIMIT.AVAILABLE"),
         ("ratelimit.release", "RATELIMIT.RELEASE k"),
+        ("ratelimit.cancel", "RATELIMIT.CANCEL k"),
         ("ratelimit.delete", "RATELIMIT.DELETE"),
         ("ratelimit.expire", "RATELIMIT.EXPIRE k"),
         ("ratelimit.persist", "RATELIMIT.PERSIST"),
@@ -455,7 +466,7 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
 
 /// The `INFO ratelimit` counters, by name without the `ratelimit_` prefix (not
 /// `configs_kept` and `configs_in_use`, gauges of what the module keeps, checked in
-/// tests/it/config_cache.rs).
+/// tests/it/config_cache.rs, nor `tickets`, checked in tests/it/cancel.rs).
 fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
     let info: String = line(con, "INFO ratelimit").unwrap();
     let mut lines = info
@@ -477,17 +488,20 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
         [
             "acquired",
             "blocked_clients",
+            "cancels",
             "configs_in_use",
             "configs_kept",
             "errors",
             "evicted_keys",
             "refused",
+            "tickets",
             "timeouts",
             "waits"
         ]
     );
     counters.remove("configs_kept");
     counters.remove("configs_in_use");
+    counters.remove("tickets");
     counters
 }
 
@@ -559,6 +573,30 @@ fn info_ratelimit_counters_move_exactly_as_commands_run() {
         &s,
         &[("acquired", 1)],
         "an ACQUIRE granted at once",
+    );
+
+    // A ticketed grant: its resend takes nothing and counts nothing; CANCEL gives it back (a
+    // cancel, once); the ticket sent again after that is refused at once.
+    line::<i64>(&mut con, "RATELIMIT.SETRATE c 1 1000").unwrap();
+    for _ in 0..2 {
+        let reply: Option<i64> = line(&mut con, "RATELIMIT.ACQUIRE c TICKET x").unwrap();
+        assert_eq!(reply, None);
+    }
+    let s = assert_moved(&mut con, &s, &[("acquired", 1)], "a grant and its resend");
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.CANCEL c x").unwrap(), 1);
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.CANCEL c x").unwrap(), 0);
+    let s = assert_moved(&mut con, &s, &[("cancels", 1)], "a grant given back");
+    let reply: Option<i64> = line(&mut con, "RATELIMIT.ACQUIRE c TICKET x").unwrap();
+    assert_eq!(
+        reply,
+        Some(1),
+        "the hint, at least 1, though the permit is free"
+    );
+    let s = assert_moved(
+        &mut con,
+        &s,
+        &[("refused", 1)],
+        "a cancelled ticket sent again",
     );
 
     // An ACQUIRE that blocks, then is served when the clock moves far enough.

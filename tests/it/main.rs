@@ -9,6 +9,7 @@ mod acquire;
 mod admin;
 mod allow;
 mod bounded;
+mod cancel;
 mod cluster;
 mod config;
 mod config_cache;

@@ -1,0 +1,255 @@
+//! The tickets of ACQUIRE calls that carried one: which were granted, and at which log score,
+//! and which were cancelled, so a resend after a reconnect is answered from the first grant and
+//! RATELIMIT.CANCEL gives back exactly the grant of a caller that gave up.
+//!
+//! Memory of this server only, as the queue is: a replica or a restarted server starts empty,
+//! where a CANCEL finds nothing to give back (the grant stays logged until it expires: the
+//! limiter admits less for one interval, never more). Bounded: at most [`CAPACITY`] tickets,
+//! the oldest forgotten first, each forgotten anyway when its grant expires. Forgetting a grant
+//! early can only make the limiter admit less. Everything here runs on Redis's main thread, so
+//! the table is a thread-local.
+
+// Pure logic: no FFI here.
+#![forbid(unsafe_code)]
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+use crate::error::Error;
+use crate::queue::StateId;
+use crate::sliding_log::Entry;
+
+/// The most tickets remembered at once.
+pub const CAPACITY: usize = 65_536;
+
+/// The longest ticket, in bytes: room for a UUID in any spelling, and little memory per ticket.
+pub const MAX_LEN: usize = 64;
+
+/// How long a cancelled ticket is remembered: an ACQUIRE with it arriving later (sent before the
+/// CANCEL on another connection, or resent after a reconnect) is refused instead of taking
+/// permits for a caller that gave up.
+pub const CANCELLED_FOR_MS: i64 = 10 * 60 * 1000;
+
+/// A caller-chosen id of one wait, 1 ..= [`MAX_LEN`] bytes.
+pub fn parse(arg: &[u8]) -> Result<&[u8], Error> {
+    if arg.is_empty() || arg.len() > MAX_LEN {
+        Err(Error::BadTicket)
+    } else {
+        Ok(arg)
+    }
+}
+
+/// What became of a ticketed ACQUIRE on one limiter state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Granted: its permits were logged in `entry` (the score they were written at).
+    Granted { entry: Entry },
+    /// Cancelled before or after a grant (given back then).
+    Cancelled,
+}
+
+struct Remembered {
+    state: StateId,
+    fate: Fate,
+    /// When it is forgotten: a grant's entry frees then.
+    lapses_at: i64,
+    /// Its place in `Table::order`.
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Table {
+    tickets: HashMap<Rc<[u8]>, Remembered>,
+    /// Tickets oldest first, each with the `seq` it was remembered under: a ticket forgotten or
+    /// remembered again leaves a stale place here, skipped.
+    order: VecDeque<(u64, Rc<[u8]>)>,
+    next_seq: u64,
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::default();
+}
+
+fn with<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+    TABLE.with(|table| f(&mut table.borrow_mut()))
+}
+
+/// Forgets every ticket (a fresh load of the module, a dataset flushed).
+pub fn reset() {
+    with(|t| *t = Table::default());
+}
+
+/// How many tickets are remembered now.
+pub fn len() -> usize {
+    with(|t| t.tickets.len())
+}
+
+/// What became of `ticket` on `state`, unless it has lapsed by `now`.
+pub fn fate(ticket: &[u8], state: &StateId, now: i64) -> Option<Fate> {
+    with(|t| {
+        let remembered = t.tickets.get(ticket)?;
+        if remembered.lapses_at <= now {
+            t.tickets.remove(ticket);
+            return None;
+        }
+        (remembered.state == *state).then(|| remembered.fate.clone())
+    })
+}
+
+/// Remembers a grant of `ticket`, until its entry frees at `frees_at`.
+pub fn granted(ticket: &[u8], state: StateId, entry: Entry, frees_at: i64, now: i64) {
+    remember(ticket, state, Fate::Granted { entry }, frees_at, now);
+}
+
+/// Remembers that `ticket` was cancelled on `state`; returns its grant, if one was remembered and
+/// has not lapsed, for the caller to give back.
+pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<Entry> {
+    let previous = fate(ticket, state, now);
+    if previous.is_none() && with(|t| t.tickets.contains_key(ticket)) {
+        // Remembered on another state: that one's, left alone.
+        return None;
+    }
+    remember(
+        ticket,
+        state.clone(),
+        Fate::Cancelled,
+        now.saturating_add(CANCELLED_FOR_MS),
+        now,
+    );
+    match previous? {
+        Fate::Granted { entry } => Some(entry),
+        Fate::Cancelled => None,
+    }
+}
+
+fn remember(ticket: &[u8], state: StateId, fate: Fate, lapses_at: i64, now: i64) {
+    with(|t| {
+        t.next_seq += 1;
+        let seq = t.next_seq;
+        let ticket: Rc<[u8]> = Rc::from(ticket);
+        t.tickets.insert(
+            Rc::clone(&ticket),
+            Remembered {
+                state,
+                fate,
+                lapses_at,
+                seq,
+            },
+        );
+        t.order.push_back((seq, ticket));
+        t.trim(now);
+    });
+}
+
+impl Table {
+    /// Drops the oldest tickets while over capacity or lapsed, and stale places in `order`.
+    fn trim(&mut self, now: i64) {
+        while let Some((seq, ticket)) = self.order.front() {
+            let current = self.tickets.get(ticket).filter(|r| r.seq == *seq);
+            let drop_it = match current {
+                None => true,
+                Some(r) => r.lapses_at <= now || self.tickets.len() > CAPACITY,
+            };
+            if !drop_it {
+                break;
+            }
+            if current.is_some() {
+                self.tickets.remove(ticket);
+            }
+            self.order.pop_front();
+        }
+        // Places made stale behind a long-lived oldest ticket: compacted once they outnumber
+        // the tickets, so `order` stays within twice the capacity, at O(1) amortized.
+        if self.order.len() > 2 * CAPACITY.max(self.tickets.len()) {
+            let tickets = &self.tickets;
+            self.order
+                .retain(|(seq, ticket)| tickets.get(ticket).is_some_and(|r| r.seq == *seq));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(key: &str) -> StateId {
+        StateId {
+            db: 0,
+            permits_key: key.as_bytes().to_vec(),
+        }
+    }
+
+    fn entry(score: i64) -> Entry {
+        Entry { score, permits: 1 }
+    }
+
+    #[test]
+    fn a_grant_is_remembered_on_its_state_until_it_lapses() {
+        reset();
+        granted(b"t", state("a"), entry(100), 1100, 100);
+        assert_eq!(
+            fate(b"t", &state("a"), 1099),
+            Some(Fate::Granted { entry: entry(100) })
+        );
+        assert_eq!(fate(b"t", &state("b"), 1099), None, "another state");
+        assert_eq!(fate(b"u", &state("a"), 1099), None);
+        assert_eq!(fate(b"t", &state("a"), 1100), None, "lapsed");
+        assert_eq!(len(), 0, "a lapsed ticket is forgotten");
+    }
+
+    #[test]
+    fn cancel_hands_back_the_grant_once_and_remembers_the_cancel() {
+        reset();
+        granted(b"t", state("a"), entry(5), 1005, 5);
+        assert_eq!(cancel(b"t", &state("a"), 10), Some(entry(5)));
+        assert_eq!(fate(b"t", &state("a"), 11), Some(Fate::Cancelled));
+        assert_eq!(cancel(b"t", &state("a"), 12), None, "given back once");
+        granted(b"o", state("b"), entry(5), 1005, 5);
+        assert_eq!(
+            cancel(b"o", &state("a"), 12),
+            None,
+            "another state's ticket"
+        );
+        assert_eq!(
+            fate(b"o", &state("b"), 12),
+            Some(Fate::Granted { entry: entry(5) })
+        );
+        assert_eq!(cancel(b"new", &state("a"), 12), None);
+        assert_eq!(fate(b"new", &state("a"), 13), Some(Fate::Cancelled));
+        assert_eq!(fate(b"new", &state("a"), 12 + CANCELLED_FOR_MS), None);
+        assert_eq!(
+            len(),
+            2,
+            "t cancelled, and o lapsed but not yet looked up or trimmed"
+        );
+    }
+
+    #[test]
+    fn the_table_keeps_within_its_capacity_oldest_dropped_first() {
+        reset();
+        for i in 0..CAPACITY + 10 {
+            let ticket = i.to_string();
+            granted(ticket.as_bytes(), state("a"), entry(0), 1000, 0);
+            // Every other one remembered again: a stale place in the order.
+            if i % 2 == 0 {
+                granted(ticket.as_bytes(), state("a"), entry(0), 1000, 0);
+            }
+        }
+        assert_eq!(len(), CAPACITY);
+        assert_eq!(
+            fate(b"9", &state("a"), 1),
+            None,
+            "among the oldest: dropped"
+        );
+        assert!(fate(CAPACITY.to_string().as_bytes(), &state("a"), 1).is_some());
+        with(|t| assert!(t.order.len() <= 2 * CAPACITY + 1));
+    }
+
+    #[test]
+    fn tickets_are_one_to_64_bytes() {
+        assert_eq!(parse(b""), Err(Error::BadTicket));
+        assert_eq!(parse(&[b'x'; 65]), Err(Error::BadTicket));
+        assert_eq!(parse(&[b'x'; 64]), Ok(&[b'x'; 64][..]));
+    }
+}
