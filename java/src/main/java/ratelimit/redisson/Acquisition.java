@@ -2,10 +2,12 @@ package ratelimit.redisson;
 
 import io.netty.util.Timeout;
 import java.time.Duration;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.redisson.api.RFuture;
+import org.redisson.client.RedisException;
 import org.redisson.client.RedisResponseTimeoutException;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.client.protocol.RedisCommand;
@@ -22,16 +24,23 @@ import org.slf4j.LoggerFactory;
  * <li>The command tells Redisson it is blocking. Redisson then holds the connection for it, never
  * resends it on a response timeout, and extends that timeout by the wait (a wait without a timeout
  * has none), so the 3 s default response timeout cannot cut a wait short.
- * <li>When the connection drops mid-wait, the server removes the waiter (nothing is taken for it)
- * and Redisson, on reconnecting, sends the same command again. Its TIMEOUT argument is computed
- * when it is written, so the resent command waits only for what is left of the caller's timeout.
+ * <li>Each wait carries a TICKET, a UUID of its own, the same on every send of it. When the
+ * connection drops mid-wait, the server removes the waiter (nothing is taken for it) and Redisson,
+ * on reconnecting, sends the same command again: if the server had granted it just before the
+ * drop, it answers the resend from that grant (nil, taking nothing), so the caller gets the
+ * permits it was granted and no second ones. The TIMEOUT argument is computed when it is
+ * written, so the resent command waits only for what is left of the caller's timeout.
  * <li>A caller that gives up (its future cancelled, its thread interrupted, or no reply by the
- * timeout plus Redisson's response timeout) cancels the command: Redisson closes the connection,
- * as it does for a cancelled BLPOP, and the server removes the waiter. A grant that was already
- * read when the caller gave up is seen by the reply's converter, which runs for every reply
- * Redisson reads, and is given back with RATELIMIT.RELEASE. One case is left: a grant the server
- * sent in the instant before the connection closed, not yet read, is lost with the connection;
- * those permits stay logged until they leave the window (the limiter admits less, never more).
+ * timeout plus Redisson's response timeout) sends RATELIMIT.CANCEL with the ticket on an ordinary
+ * connection. The server ends the wait (the blocked connection gets the TIMEOUT's reply and goes
+ * back to Redisson's pool, undisturbed), or, if the grant was already made, gives back exactly
+ * that grant; an ACQUIRE with the ticket still on its way (a resend) is refused. So the library
+ * never gives anything back itself: a grant read after the give-up was given back by CANCEL.
+ * Only where CANCEL itself fails (the connection to the server lost) is the command cancelled
+ * instead, closing its connection as Redisson does for a cancelled BLPOP: a grant sent in that
+ * instant stays logged until it leaves the window (the limiter admits less, never more). The
+ * server remembers the tickets in memory: after a failover, a grant of the old master is not
+ * found by CANCEL either, with the same outcome.
  * </ul>
  */
 final class Acquisition {
@@ -46,6 +55,12 @@ final class Acquisition {
     private final CompletableFuture<Boolean> result = new CompletableFuture<>();
     /** The command (or, where the module is missing, Redisson's own call) now in flight. */
     private volatile Future<?> inFlight;
+    /** This wait's name in the server, for a resend and for RATELIMIT.CANCEL. */
+    private final String ticket = UUID.randomUUID().toString();
+    /** Set where the module is missing: Redisson's own call runs, with nothing to cancel in the server. */
+    private volatile boolean nothingToCancel;
+    /** Set when the server ended the wait with an error: nothing granted, nothing to cancel. */
+    private volatile boolean serverEnded;
 
     /** The TIMEOUT argument, written as what is left of the caller's timeout when it is sent. */
     private final Object timeoutArgument = new Object() {
@@ -89,41 +104,64 @@ final class Acquisition {
         Attempt attempt = new Attempt();
         String key = limiter.getName();
         RFuture<Object> future = limiter.executor().writeAsync(key, StringCodec.INSTANCE, attempt.command,
-                key, permits, "CLIENT", limiter.clientId(), "TIMEOUT", timeoutArgument);
+                // TIMEOUT last: Redisson reads a blocking command's last argument as its timeout.
+                key, permits, "CLIENT", limiter.clientId(), "TICKET", ticket, "TIMEOUT", timeoutArgument);
         track(future);
         future.whenComplete(attempt::completed);
     }
 
+    /**
+     * Notes the call in flight. Redisson's own call, started after the caller gave up, is
+     * cancelled at once; an ACQUIRE resent then is not: the ticket's CANCEL refuses or ends it.
+     */
     private void track(Future<?> future) {
         inFlight = future;
-        if (result.isDone()) {
+        if (result.isDone() && nothingToCancel) {
             future.cancel(false);
         }
     }
 
-    /** The caller gave up: stop the wait in the server (Redisson closes the blocked connection). */
+    /**
+     * The caller gave up: the server ends the wait, or gives back its grant (RATELIMIT.CANCEL).
+     * Where the module is missing, or CANCEL fails, the call in flight is cancelled instead
+     * (Redisson closes the blocked connection, and the server drops the waiter with it).
+     */
     private void giveUp() {
+        if (nothingToCancel) {
+            cancelInFlight();
+            return;
+        }
+        if (serverEnded) {
+            return;
+        }
+        String key = limiter.getName();
+        limiter.executor().writeAsync(key, StringCodec.INSTANCE, Commands.CANCEL, key, ticket,
+                "CLIENT", limiter.clientId()).whenComplete((givenBack, e) -> {
+                    if (e != null) {
+                        // A wait still blocked is ended by closing its connection; an ACQUIRE that
+                        // failed on its own (the limiter deleted...) has nothing left to end.
+                        Future<?> future = inFlight;
+                        if (future != null && !future.isDone()) {
+                            LOG.warn("could not cancel the wait for {} permit(s) of {} its caller gave up ({}): "
+                                    + "closing its connection instead", permits, key, e.toString());
+                            future.cancel(false);
+                        }
+                    } else if (givenBack instanceof Long && (Long) givenBack > 0) {
+                        LOG.debug("gave back {} permit(s) of {}: granted as the caller gave up", givenBack, key);
+                    }
+                });
+    }
+
+    private void cancelInFlight() {
         Future<?> future = inFlight;
         if (future != null) {
             future.cancel(false);
         }
     }
 
-    /** A grant for a caller who is gone: the permits go back to the limiter. */
-    private void giveBack() {
-        String key = limiter.getName();
-        LOG.debug("giving back {} permit(s) of {}: granted after the caller gave up", permits, key);
-        limiter.executor().writeAsync(key, StringCodec.INSTANCE, Commands.RELEASE, key, permits,
-                "CLIENT", limiter.clientId()).whenComplete((r, e) -> {
-                    if (e != null) {
-                        LOG.warn("could not give back {} permit(s) of {} granted after the caller gave up: {}",
-                                permits, key, e.toString());
-                    }
-                });
-    }
-
     /** Where the module is missing: Redisson's own wait, for what is left of the timeout. */
     private void fallBack() {
+        nothingToCancel = true;
         RFuture<Boolean> future;
         if (timeoutMs < 0) {
             future = limiter.redissonLimiter().tryAcquireAsync(permits, Duration.ofMillis(-1));
@@ -159,14 +197,16 @@ final class Acquisition {
             }
         };
 
-        /** Runs on Redisson's I/O thread for the reply it reads, even when no one waits for it. */
+        /**
+         * Runs on Redisson's I/O thread for the reply it reads, even when no one waits for it. A
+         * grant read after the caller gave up is left alone: the CANCEL sent when it gave up gives
+         * it back in the server (giving it back here too would give it back twice).
+         */
         private void replied(Object reply) {
             replied = true;
             if (reply == null) {
                 granted = true;
-                if (!result.complete(true)) {
-                    giveBack();
-                }
+                result.complete(true);
             }
         }
 
@@ -177,6 +217,11 @@ final class Acquisition {
                     limiter.module().missing(cause);
                     fallBack();
                     return;
+                }
+                if (cause.getClass() == RedisException.class && cause.getCause() == null) {
+                    // The server's error reply (the limiter deleted, the master demoted...): its
+                    // wait is over, with nothing granted, so no CANCEL follows.
+                    serverEnded = true;
                 }
                 result.completeExceptionally(cause);
                 return;

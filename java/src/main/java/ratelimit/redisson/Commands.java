@@ -42,6 +42,9 @@ final class Commands {
         }
     });
 
+    /** CANCEL's count of the permits it gave back (0 when it ended a wait, or found nothing). */
+    static final RedisCommand<Long> CANCEL = new RedisCommand<>("RATELIMIT.CANCEL");
+
     /**
      * CONFIG's names and values (a flat array in RESP2, a map in RESP3, which Redisson also hands
      * over flat), or nil for a missing limiter: then null, which the caller turns into Redisson's

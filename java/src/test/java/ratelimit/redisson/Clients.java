@@ -16,11 +16,15 @@ final class Clients {
     }
 
     static RedissonClient redisson(RedisServer server, Consumer<SingleServerConfig> tune) {
+        return redisson(server.address(), tune);
+    }
+
+    static RedissonClient redisson(String address, Consumer<SingleServerConfig> tune) {
         Config config = new Config();
         config.setThreads(4);
         config.setNettyThreads(4);
         SingleServerConfig single = config.useSingleServer()
-                .setAddress(server.address())
+                .setAddress(address)
                 .setConnectionMinimumIdleSize(2)
                 .setConnectionPoolSize(16);
         tune.accept(single);
