@@ -1,10 +1,12 @@
 //! Serving the clients blocked in RATELIMIT.ACQUIRE.
 //!
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
-//! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, SETRATE,
-//! DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys (a
-//! Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs `LimiterKeys::try_acquire`
-//! for the head, so it is applied and replicated as effects exactly like a TRYACQUIRE.
+//! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, CANCEL,
+//! SETRATE, DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys
+//! (a Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs
+//! `LimiterKeys::try_acquire` for the head, so it is applied and replicated as effects exactly
+//! like a TRYACQUIRE; the grant of a ticketed waiter is remembered ([`tickets`]) for a resend and
+//! for CANCEL.
 //!
 //! The server may pause writes (CLIENT PAUSE WRITE|ALL, FAILOVER, CLUSTER FAILOVER, SHUTDOWN
 //! waiting for replicas) while timers keep firing; a write then would abort the server. So a
@@ -12,8 +14,9 @@
 //! [`PAUSED_RETRY_MS`], and a server that has become a replica fails its waiters instead.
 //!
 //! Every blocked client is unblocked exactly once: by a grant or an error, by its TIMEOUT timer,
-//! by CLIENT UNBLOCK (the timeout callback) or by its disconnection, whichever removes it from
-//! the queue first; the others find it gone and do nothing.
+//! by RATELIMIT.CANCEL of its ticket, by CLIENT UNBLOCK (the timeout callback) or by its
+//! disconnection, whichever removes it from the queue first; the others find it gone and do
+//! nothing.
 
 use std::any::Any;
 
