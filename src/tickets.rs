@@ -6,14 +6,18 @@
 //! where a CANCEL finds nothing to give back (the grant stays logged until it expires: the
 //! limiter admits less for one interval, never more). Bounded: at most [`CAPACITY`] tickets,
 //! the oldest forgotten first, each forgotten anyway when its grant expires. Forgetting a grant
-//! early can only make the limiter admit less. Everything here runs on Redis's main thread, so
-//! the table is a thread-local.
+//! early can only make the limiter admit less. About 280 bytes a ticket (a 36-byte UUID; the
+//! limiter's name is not kept, only a fingerprint of its state), so about 18 MB at the cap, given
+//! back as tickets lapse. Everything here runs on Redis's main thread, so the table is a
+//! thread-local.
 
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use crate::error::Error;
@@ -22,6 +26,9 @@ use crate::sliding_log::Entry;
 
 /// The most tickets remembered at once.
 pub const CAPACITY: usize = 65_536;
+
+/// The table's room (in tickets) below which it is never shrunk.
+const SHRINK_ABOVE: usize = 1024;
 
 /// The longest ticket, in bytes: room for a UUID in any spelling, and little memory per ticket.
 pub const MAX_LEN: usize = 64;
@@ -50,7 +57,10 @@ pub enum Fate {
 }
 
 struct Remembered {
-    state: StateId,
+    /// The limiter state's fingerprint ([`Table::fingerprint`]): a ticket is looked up by its
+    /// bytes, so the state only has to tell one limiter from another for the same ticket, and
+    /// its key name (often longer than the ticket) is not kept per ticket.
+    state: u64,
     fate: Fate,
     /// When it is forgotten: a grant's entry frees then.
     lapses_at: i64,
@@ -61,6 +71,8 @@ struct Remembered {
 #[derive(Default)]
 struct Table {
     tickets: HashMap<Rc<[u8]>, Remembered>,
+    /// Keyed anew for each load of the module, as a HashMap's own hashing is.
+    states: RandomState,
     /// Tickets oldest first, each with the `seq` it was remembered under: a ticket forgotten or
     /// remembered again leaves a stale place here, skipped.
     order: VecDeque<(u64, Rc<[u8]>)>,
@@ -88,18 +100,19 @@ pub fn len() -> usize {
 /// What became of `ticket` on `state`, unless it has lapsed by `now`.
 pub fn fate(ticket: &[u8], state: &StateId, now: i64) -> Option<Fate> {
     with(|t| {
+        let state = t.fingerprint(state);
         let remembered = t.tickets.get(ticket)?;
         if remembered.lapses_at <= now {
             t.tickets.remove(ticket);
             return None;
         }
-        (remembered.state == *state).then(|| remembered.fate.clone())
+        (remembered.state == state).then(|| remembered.fate.clone())
     })
 }
 
 /// Remembers a grant of `ticket`, until its entry frees at `frees_at`.
 pub fn granted(ticket: &[u8], state: StateId, entry: Entry, frees_at: i64, now: i64) {
-    remember(ticket, state, Fate::Granted { entry }, frees_at, now);
+    remember(ticket, &state, Fate::Granted { entry }, frees_at, now);
 }
 
 /// Remembers that `ticket` was cancelled on `state`; returns its grant, if one was remembered and
@@ -112,7 +125,7 @@ pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<Entry> {
     }
     remember(
         ticket,
-        state.clone(),
+        state,
         Fate::Cancelled,
         now.saturating_add(CANCELLED_FOR_MS),
         now,
@@ -123,8 +136,9 @@ pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<Entry> {
     }
 }
 
-fn remember(ticket: &[u8], state: StateId, fate: Fate, lapses_at: i64, now: i64) {
+fn remember(ticket: &[u8], state: &StateId, fate: Fate, lapses_at: i64, now: i64) {
     with(|t| {
+        let state = t.fingerprint(state);
         t.next_seq += 1;
         let seq = t.next_seq;
         let ticket: Rc<[u8]> = Rc::from(ticket);
@@ -143,6 +157,10 @@ fn remember(ticket: &[u8], state: StateId, fate: Fate, lapses_at: i64, now: i64)
 }
 
 impl Table {
+    fn fingerprint(&self, state: &StateId) -> u64 {
+        self.states.hash_one(state)
+    }
+
     /// Drops the oldest tickets while over capacity or lapsed, and stale places in `order`.
     fn trim(&mut self, now: i64) {
         while let Some((seq, ticket)) = self.order.front() {
@@ -165,6 +183,14 @@ impl Table {
             let tickets = &self.tickets;
             self.order
                 .retain(|(seq, ticket)| tickets.get(ticket).is_some_and(|r| r.seq == *seq));
+        }
+        // After a burst has lapsed, its memory goes back to the server (halving at most once per
+        // as many removals as the table then holds: O(1) amortized).
+        if self.tickets.capacity() > SHRINK_ABOVE
+            && self.tickets.len() < self.tickets.capacity() / 4
+        {
+            self.tickets.shrink_to(self.tickets.len() * 2);
+            self.order.shrink_to(self.order.len() * 2);
         }
     }
 }
@@ -244,6 +270,17 @@ mod tests {
         );
         assert!(fate(CAPACITY.to_string().as_bytes(), &state("a"), 1).is_some());
         with(|t| assert!(t.order.len() <= 2 * CAPACITY + 1));
+        // Once they lapse, the next ticket remembered drops them and the memory goes back.
+        granted(b"late", state("a"), entry(1000), 2000, 1000);
+        assert_eq!(len(), 1);
+        with(|t| {
+            assert!(
+                t.tickets.capacity() <= SHRINK_ABOVE,
+                "{}",
+                t.tickets.capacity()
+            );
+            assert!(t.order.capacity() <= SHRINK_ABOVE, "{}", t.order.capacity());
+        });
     }
 
     #[test]
