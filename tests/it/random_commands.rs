@@ -1,7 +1,7 @@
 //! A bounded randomized attack: ten thousand RATELIMIT.* commands with random, binary,
-//! malformed and conflicting arguments (and wrong arities), directly, inside MULTI and from Lua,
-//! against a dataset with planted corrupt keys; blocking ACQUIREs are unblocked, timed out or
-//! disconnected. Every command that replies with an error must leave the dataset unchanged; at
+//! malformed and conflicting arguments (and wrong arities; ACQUIRE's TICKETs and CANCELs of
+//! them among them), directly, inside MULTI and from Lua, against a dataset with planted corrupt
+//! keys; blocking ACQUIREs are unblocked, timed out or disconnected. Every command that replies with an error must leave the dataset unchanged; at
 //! the end the server is alive and its log has no panic.
 //!
 //! The seed is fixed and printed; `RATELIMIT_HOSTILE_SEED=<n>` replays another one.
@@ -87,7 +87,7 @@ const WEIRD_NUMBERS: [&[u8]; 27] = [
     b"9007199254740991",
 ];
 
-const TOKENS: [&[u8]; 22] = [
+const TOKENS: [&[u8]; 23] = [
     b"OVERALL",
     b"PER_CLIENT",
     b"KEEPALIVE",
@@ -98,6 +98,7 @@ const TOKENS: [&[u8]; 22] = [
     b"KEEPSTATE",
     b"CLIENT",
     b"TIMEOUT",
+    b"TICKET",
     b"SETCLOCK",
     b"ADVANCE",
     b"nx",
@@ -289,6 +290,7 @@ enum Cmd {
     Config,
     Available,
     Release,
+    Cancel,
     Delete,
     Expire,
     Persist,
@@ -296,7 +298,7 @@ enum Cmd {
     Chaos,
 }
 
-const WEIGHTS: [(Cmd, usize); 13] = [
+const WEIGHTS: [(Cmd, usize); 14] = [
     (Cmd::SetRate, 12),
     (Cmd::TryAcquire, 18),
     (Cmd::Acquire, 10),
@@ -305,6 +307,7 @@ const WEIGHTS: [(Cmd, usize); 13] = [
     (Cmd::Config, 5),
     (Cmd::Available, 10),
     (Cmd::Release, 10),
+    (Cmd::Cancel, 6),
     (Cmd::Delete, 4),
     (Cmd::Expire, 6),
     (Cmd::Persist, 4),
@@ -367,6 +370,16 @@ impl Gen<'_> {
         }
     }
 
+    /// A TICKET: a few shared ones (so CANCELs meet grants and waiters), rarely a bad one.
+    fn ticket(&mut self) -> Vec<u8> {
+        match self.rng.index(12) {
+            0 => Vec::new(),
+            1 => vec![b't'; 65],
+            2 => self.rng.bytes(64),
+            _ => self.rng.pick(&[&b"t1"[..], b"t2", b"t3"]).to_vec(),
+        }
+    }
+
     /// `[CLIENT id]` half the time.
     fn client_option(&mut self, words: &mut Vec<Vec<u8>>) {
         if self.rng.one_in(2) {
@@ -417,6 +430,7 @@ impl Gen<'_> {
             Cmd::Config => b"RATELIMIT.CONFIG",
             Cmd::Available => b"RATELIMIT.AVAILABLE",
             Cmd::Release => b"RATELIMIT.RELEASE",
+            Cmd::Cancel => b"RATELIMIT.CANCEL",
             Cmd::Delete => b"RATELIMIT.DELETE",
             Cmd::Expire => b"RATELIMIT.EXPIRE",
             Cmd::Persist => b"RATELIMIT.PERSIST",
@@ -482,6 +496,10 @@ impl Gen<'_> {
                     words.push(b"TIMEOUT".to_vec());
                     words.push(self.from(&[b"0", b"1", b"3", b"10", b"25"]));
                 }
+                if cmd == Cmd::Acquire && self.rng.one_in(2) {
+                    words.push(b"TICKET".to_vec());
+                    words.push(self.ticket());
+                }
                 self.client_option(&mut words);
                 if self.rng.one_in(3) {
                     self.rate_option(&mut words);
@@ -511,6 +529,11 @@ impl Gen<'_> {
             Cmd::Release => {
                 words.push(self.key());
                 words.push(self.from(&[b"1", b"2", b"3", b"1000"]));
+                self.client_option(&mut words);
+            }
+            Cmd::Cancel => {
+                words.push(self.key());
+                words.push(self.ticket());
                 self.client_option(&mut words);
             }
             Cmd::Expire => {
@@ -856,7 +879,7 @@ fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
         ("RATELIMIT.ALLOW" | "RATELIMIT.ALLOWALL", Value::Array(fields)) => {
             allow_reply_is_sane(fields, name == "RATELIMIT.ALLOWALL")
         }
-        ("RATELIMIT.RELEASE", Value::Int(n)) => *n >= 0,
+        ("RATELIMIT.RELEASE" | "RATELIMIT.CANCEL", Value::Int(n)) => *n >= 0,
         ("RATELIMIT.SETRATE" | "RATELIMIT.EXPIRE" | "RATELIMIT.PERSIST", Value::Int(n)) => {
             *n == 0 || *n == 1
         }
