@@ -87,7 +87,7 @@ fn with<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     TABLE.with(|table| f(&mut table.borrow_mut()))
 }
 
-/// Forgets every ticket (a fresh load of the module, a dataset flushed).
+/// Forgets every ticket (a load or an unload of the module).
 pub fn reset() {
     with(|t| *t = Table::default());
 }
