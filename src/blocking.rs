@@ -198,6 +198,15 @@ pub fn nudge(ctx: &Context, name: &[u8]) {
     }
 }
 
+/// Whole databases changed (FLUSHALL, FLUSHDB, SWAPDB, a dataset loaded): the tickets' grants
+/// may be gone, or another database's now, where a CANCEL must not take permits off entries
+/// that are not theirs; so every ticket is forgotten (a CANCEL then gives nothing back: the
+/// limiter admits less, never more). And every queue checks its limiter.
+pub fn dataset_changed(ctx: &Context) {
+    tickets::reset();
+    nudge_all(ctx);
+}
+
 /// The debug clock moved: let every queue check whether its time has come.
 pub fn nudge_all(ctx: &Context) {
     for queue in queue::all() {

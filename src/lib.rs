@@ -268,7 +268,7 @@ static LISTENERS: events::Listeners = events::Listeners {
     waiters: events::Listener {
         key_event: blocking::key_written,
         removed: blocking::key_removed,
-        dataset_changed: blocking::nudge_all,
+        dataset_changed: blocking::dataset_changed,
     },
     evicted: evictions::key_evicted,
 };

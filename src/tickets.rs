@@ -87,7 +87,7 @@ fn with<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     TABLE.with(|table| f(&mut table.borrow_mut()))
 }
 
-/// Forgets every ticket (a load or an unload of the module).
+/// Forgets every ticket (a load or an unload of the module, whole databases changed).
 pub fn reset() {
     with(|t| *t = Table::default());
 }

@@ -399,3 +399,24 @@ fn a_module_reload_forgets_the_tickets() {
     assert_eq!(cancel(&mut con, "api kept"), 0);
     assert_eq!(logged_permits(&mut con, "{api}:permits"), 1);
 }
+
+/// A flush (or SWAPDB) forgets every ticket: a grant remembered before it may be gone, or the
+/// entries at its score another limiter's, which a CANCEL must not touch.
+#[test]
+fn a_flush_forgets_the_tickets() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 1000");
+    assert_eq!(acquire(&mut con, "api TICKET before"), Reply::Acquired);
+    let _: () = line(&mut con, "FLUSHALL").unwrap();
+    assert_eq!(stat(&mut con, "tickets"), 0);
+    // The same limiter anew, granted at the same millisecond.
+    setrate(&mut con, "api 2 1000");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    assert_eq!(cancel(&mut con, "api before"), 0, "not the new grant");
+    assert_eq!(logged_permits(&mut con, "{api}:permits"), 1);
+    assert_eq!(acquire(&mut con, "api TICKET swapped"), Reply::Acquired);
+    let _: () = line(&mut con, "SWAPDB 0 1").unwrap();
+    assert_eq!(stat(&mut con, "tickets"), 0);
+}
