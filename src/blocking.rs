@@ -146,8 +146,15 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
 
 /// Remembers where a ticketed ACQUIRE's grant was logged, for a resend and for CANCEL.
 fn remember_grant(ticket: &[u8], state: StateId, verdict: &Verdict, now: i64) {
-    if let Some((entry, frees_at)) = verdict.logged {
-        tickets::granted(ticket, state, entry, frees_at, now);
+    if let Some(logged) = verdict.logged {
+        tickets::granted(
+            ticket,
+            state,
+            logged.entry,
+            logged.member,
+            logged.frees_at,
+            now,
+        );
     }
 }
 
@@ -166,7 +173,7 @@ pub fn cancel(
     let (state, _) = limiter.waiting_state(client)?;
     // Given back before anything else changes: an error reading the log leaves all as it was.
     let given_back = match tickets::fate(ticket, &state, now) {
-        Some(Fate::Granted { entry }) => limiter.give_back(client, entry, now)?,
+        Some(Fate::Granted { entry, member }) => limiter.give_back(client, entry, member, now)?,
         _ => 0,
     };
     let _ = tickets::cancel(ticket, &state, now);

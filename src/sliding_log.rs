@@ -529,60 +529,53 @@ fn take_off<L: PermitLog>(
 }
 
 /// The writes that give back one grant exactly (RATELIMIT.CANCEL of a ticket granted to a
-/// caller that gave up): its permits come off the entries logged at its own score, never off
+/// caller that gave up): its permits come off the very log entry it was logged in, never off
 /// newer ones as a RELEASE would take them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GiveBackPlan {
     pub given_back: i64,
     pub prune: Prune,
-    /// The grant's score: the entries it joined are there.
-    pub score: i64,
-    /// How many entries at `score`, oldest first (equal scores in the log's fixed order), go
-    /// whole.
-    pub remove: usize,
-    /// After those, the next entry at `score` keeps only this many permits.
-    pub shrink_next_to: Option<u32>,
+    /// The grant's entry keeps this many permits (other grants of the same millisecond or
+    /// PRECISION bucket joined it); `None`: it goes whole.
+    pub entry_keeps: Option<u32>,
     pub value: Option<i64>,
 }
 
-/// Gives back the `grant` logged earlier: up to its permits are removed from the entries at its
-/// score (an entry there may also hold other grants of the same millisecond or PRECISION
-/// bucket: it is reduced, not removed), and the value is raised by as many, capped at the rate.
+/// Gives back `grant` (its score and permits), logged in an entry that holds `in_entry` permits
+/// now (`None` if that entry is gone: released, deleted). Up to the grant's permits come off that
+/// entry, which is reduced, not removed, when others joined it, and the value is raised by as
+/// many, capped at the rate.
 ///
 /// Taking them from a newer entry instead would leave the grant's older score logged: once the
 /// newer one's window moved on, that older entry would have expired earlier than the newer one,
 /// and the window after it would admit one more than the rate while the newer grant still
-/// counts. `None` when there is nothing to give back: the grant has expired (it counts no more),
-/// or its entry is gone (released, deleted); nothing is then written.
+/// counts. Taking them from another entry at the same score is exact only while the log is the
+/// one the grant was written to: a limiter deleted and created anew in the same millisecond
+/// would lose a grant that is not the caller's. `None` when there is nothing to give back: the
+/// grant has expired (it counts no more) or its entry is gone; nothing is then written.
 pub fn give_back<L: PermitLog>(
     config: &Config,
     stored: Option<i64>,
     log: &L,
     now: i64,
     grant: Entry,
+    in_entry: Option<u32>,
 ) -> Result<Option<GiveBackPlan>, L::Error> {
     let cutoff = now.saturating_sub(config.interval);
-    if grant.score <= cutoff || grant.permits == 0 {
+    let given = in_entry.map_or(0, |held| held.min(grant.permits));
+    if grant.score <= cutoff || given == 0 {
         return Ok(None);
     }
-    let taken = take_off(
-        log,
-        Span::Between(grant.score.saturating_sub(1), grant.score),
-        Order::OldestFirst,
-        grant.permits,
-    )?;
-    let given_back = i64::from(taken.permits);
-    if given_back == 0 {
-        return Ok(None);
-    }
+    let entry_keeps = in_entry
+        .filter(|&held| held > given)
+        .map(|held| held - given);
+    let given_back = i64::from(given);
     let state = refresh(config, stored, log, now)?;
     let value = state.available.saturating_add(given_back).min(config.rate);
     Ok(Some(GiveBackPlan {
         given_back,
         prune: state.prune,
-        score: grant.score,
-        remove: taken.remove,
-        shrink_next_to: taken.shrink_next_to,
+        entry_keeps,
         value: value_to_write(stored, value, true),
     }))
 }
@@ -1187,18 +1180,20 @@ mod tests {
         assert_eq!(available(&cfg, Some(50), &log, 1000), Ok(2));
     }
 
-    /// Applies a give-back plan as the store does: entries at the score, oldest first.
-    fn apply_give_back(log: &mut MemLog, plan: &GiveBackPlan, value: &mut Option<i64>) {
+    /// Applies a give-back plan as the store does, to the entry at `index`.
+    fn apply_give_back(
+        log: &mut MemLog,
+        index: usize,
+        plan: &GiveBackPlan,
+        value: &mut Option<i64>,
+    ) {
+        match plan.entry_keeps {
+            Some(p) => log.0[index].permits = p,
+            None => {
+                log.0.remove(index);
+            }
+        }
         log.prune(plan.prune);
-        let at: Vec<usize> = (0..log.0.len())
-            .filter(|&i| log.0[i].score == plan.score)
-            .collect();
-        if let Some(p) = plan.shrink_next_to {
-            log.0[at[plan.remove]].permits = p;
-        }
-        for &i in at[..plan.remove].iter().rev() {
-            log.0.remove(i);
-        }
         if let Some(v) = plan.value {
             *value = Some(v);
         }
@@ -1214,15 +1209,12 @@ mod tests {
         let cfg = overall(2, 1000);
         let mut log = MemLog::with(&[(0, 1), (10, 1)]);
         let mut value = Some(0);
-        let plan = give_back(&cfg, value, &log, 20, grant(0, 1))
+        let plan = give_back(&cfg, value, &log, 20, grant(0, 1), Some(1))
             .unwrap()
             .unwrap();
-        assert_eq!(
-            (plan.given_back, plan.remove, plan.shrink_next_to),
-            (1, 1, None)
-        );
+        assert_eq!((plan.given_back, plan.entry_keeps), (1, None));
         assert_eq!(plan.value, Some(1));
-        apply_give_back(&mut log, &plan, &mut value);
+        apply_give_back(&mut log, 0, &plan, &mut value);
         assert_eq!(log.0, vec![grant(10, 1)], "H stays, G's entry went");
         // At 1001 (G's entry would have freed), one more fits, and only one: H still counts.
         let i = try_acquire(&cfg, value, &log, 1001, 1, Reset::NotWanted).unwrap();
@@ -1238,42 +1230,30 @@ mod tests {
     }
 
     #[test]
-    fn give_back_reduces_a_merged_entry() {
+    fn give_back_reduces_an_entry_other_grants_joined() {
         let cfg = overall(10, 1000);
         let mut log = MemLog::with(&[(99, 5), (150, 1)]);
         let mut value = Some(4);
-        let plan = give_back(&cfg, value, &log, 150, grant(99, 2))
+        let plan = give_back(&cfg, value, &log, 150, grant(99, 2), Some(5))
             .unwrap()
             .unwrap();
-        assert_eq!((plan.remove, plan.shrink_next_to), (0, Some(3)));
+        assert_eq!(plan.entry_keeps, Some(3));
         assert_eq!(plan.value, Some(6));
-        apply_give_back(&mut log, &plan, &mut value);
+        apply_give_back(&mut log, 0, &plan, &mut value);
         assert_eq!(log.0, vec![grant(99, 3), grant(150, 1)]);
     }
 
     #[test]
-    fn give_back_spans_entries_at_one_score_and_stops_at_what_is_there() {
+    fn give_back_is_limited_to_what_the_entry_still_holds_and_capped_at_the_rate() {
         let cfg = overall(10, 1000);
-        let log = MemLog::with(&[(50, 1), (50, 2), (50, 4)]);
-        let plan = give_back(&cfg, Some(3), &log, 60, grant(50, 4))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (plan.given_back, plan.remove, plan.shrink_next_to),
-            (4, 2, Some(3))
-        );
-        // Fewer permits left at the score than granted (a RELEASE took some): what is there.
         let log = MemLog::with(&[(50, 1), (70, 5)]);
-        let plan = give_back(&cfg, Some(4), &log, 80, grant(50, 3))
+        // A RELEASE split the grant's entry: what is left of it.
+        let plan = give_back(&cfg, Some(4), &log, 80, grant(50, 3), Some(1))
             .unwrap()
             .unwrap();
-        assert_eq!(
-            (plan.given_back, plan.remove, plan.shrink_next_to),
-            (1, 1, None)
-        );
+        assert_eq!((plan.given_back, plan.entry_keeps), (1, None));
         assert_eq!(plan.value, Some(5));
-        // The value is capped at the rate.
-        let plan = give_back(&cfg, Some(10), &log, 80, grant(70, 5))
+        let plan = give_back(&cfg, Some(10), &log, 80, grant(70, 5), Some(5))
             .unwrap()
             .unwrap();
         assert_eq!(plan.value, None, "already at the rate: nothing to write");
@@ -1283,11 +1263,21 @@ mod tests {
     fn give_back_of_an_expired_or_missing_grant_writes_nothing() {
         let cfg = overall(2, 1000);
         let log = MemLog::with(&[(0, 1), (500, 1)]);
-        assert_eq!(give_back(&cfg, Some(0), &log, 1000, grant(0, 1)), Ok(None));
-        assert_eq!(give_back(&cfg, Some(0), &log, 600, grant(300, 1)), Ok(None));
-        assert_eq!(give_back(&cfg, Some(0), &log, 600, grant(500, 0)), Ok(None));
+        assert_eq!(
+            give_back(&cfg, Some(0), &log, 1000, grant(0, 1), Some(1)),
+            Ok(None)
+        );
+        assert_eq!(
+            give_back(&cfg, Some(0), &log, 600, grant(300, 1), None),
+            Ok(None),
+            "its entry is gone"
+        );
+        assert_eq!(
+            give_back(&cfg, Some(0), &log, 600, grant(500, 0), Some(1)),
+            Ok(None)
+        );
         // Expired entries still logged are pruned with a give-back, as every write does.
-        let plan = give_back(&cfg, Some(0), &log, 1200, grant(500, 1))
+        let plan = give_back(&cfg, Some(0), &log, 1200, grant(500, 1), Some(1))
             .unwrap()
             .unwrap();
         assert_eq!(plan.prune, Prune::UpTo(200));

@@ -50,8 +50,9 @@ pub fn parse(arg: &[u8]) -> Result<&[u8], Error> {
 /// What became of a ticketed ACQUIRE on one limiter state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fate {
-    /// Granted: its permits were logged in `entry` (the score they were written at).
-    Granted { entry: Entry },
+    /// Granted: its permits were logged in `entry` (the score they were written at), in the log
+    /// entry whose id has the fingerprint `member`.
+    Granted { entry: Entry, member: u64 },
     /// Cancelled before or after a grant (given back then).
     Cancelled,
 }
@@ -111,13 +112,19 @@ pub fn fate(ticket: &[u8], state: &StateId, now: i64) -> Option<Fate> {
 }
 
 /// Remembers a grant of `ticket`, until its entry frees at `frees_at`.
-pub fn granted(ticket: &[u8], state: StateId, entry: Entry, frees_at: i64, now: i64) {
-    remember(ticket, &state, Fate::Granted { entry }, frees_at, now);
+pub fn granted(ticket: &[u8], state: StateId, entry: Entry, member: u64, frees_at: i64, now: i64) {
+    remember(
+        ticket,
+        &state,
+        Fate::Granted { entry, member },
+        frees_at,
+        now,
+    );
 }
 
 /// Remembers that `ticket` was cancelled on `state`; returns its grant, if one was remembered and
 /// has not lapsed, for the caller to give back.
-pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<Entry> {
+pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<(Entry, u64)> {
     let previous = fate(ticket, state, now);
     if previous.is_none() && with(|t| t.tickets.contains_key(ticket)) {
         // Remembered on another state: that one's, left alone.
@@ -131,7 +138,7 @@ pub fn cancel(ticket: &[u8], state: &StateId, now: i64) -> Option<Entry> {
         now,
     );
     match previous? {
-        Fate::Granted { entry } => Some(entry),
+        Fate::Granted { entry, member } => Some((entry, member)),
         Fate::Cancelled => None,
     }
 }
@@ -213,10 +220,13 @@ mod tests {
     #[test]
     fn a_grant_is_remembered_on_its_state_until_it_lapses() {
         reset();
-        granted(b"t", state("a"), entry(100), 1100, 100);
+        granted(b"t", state("a"), entry(100), 7, 1100, 100);
         assert_eq!(
             fate(b"t", &state("a"), 1099),
-            Some(Fate::Granted { entry: entry(100) })
+            Some(Fate::Granted {
+                entry: entry(100),
+                member: 7
+            })
         );
         assert_eq!(fate(b"t", &state("b"), 1099), None, "another state");
         assert_eq!(fate(b"u", &state("a"), 1099), None);
@@ -227,11 +237,11 @@ mod tests {
     #[test]
     fn cancel_hands_back_the_grant_once_and_remembers_the_cancel() {
         reset();
-        granted(b"t", state("a"), entry(5), 1005, 5);
-        assert_eq!(cancel(b"t", &state("a"), 10), Some(entry(5)));
+        granted(b"t", state("a"), entry(5), 7, 1005, 5);
+        assert_eq!(cancel(b"t", &state("a"), 10), Some((entry(5), 7)));
         assert_eq!(fate(b"t", &state("a"), 11), Some(Fate::Cancelled));
         assert_eq!(cancel(b"t", &state("a"), 12), None, "given back once");
-        granted(b"o", state("b"), entry(5), 1005, 5);
+        granted(b"o", state("b"), entry(5), 8, 1005, 5);
         assert_eq!(
             cancel(b"o", &state("a"), 12),
             None,
@@ -239,7 +249,10 @@ mod tests {
         );
         assert_eq!(
             fate(b"o", &state("b"), 12),
-            Some(Fate::Granted { entry: entry(5) })
+            Some(Fate::Granted {
+                entry: entry(5),
+                member: 8
+            })
         );
         assert_eq!(cancel(b"new", &state("a"), 12), None);
         assert_eq!(fate(b"new", &state("a"), 13), Some(Fate::Cancelled));
@@ -256,10 +269,10 @@ mod tests {
         reset();
         for i in 0..CAPACITY + 10 {
             let ticket = i.to_string();
-            granted(ticket.as_bytes(), state("a"), entry(0), 1000, 0);
+            granted(ticket.as_bytes(), state("a"), entry(0), 1, 1000, 0);
             // Every other one remembered again: a stale place in the order.
             if i % 2 == 0 {
-                granted(ticket.as_bytes(), state("a"), entry(0), 1000, 0);
+                granted(ticket.as_bytes(), state("a"), entry(0), 1, 1000, 0);
             }
         }
         assert_eq!(len(), CAPACITY);
@@ -271,7 +284,7 @@ mod tests {
         assert!(fate(CAPACITY.to_string().as_bytes(), &state("a"), 1).is_some());
         with(|t| assert!(t.order.len() <= 2 * CAPACITY + 1));
         // Once they lapse, the next ticket remembered drops them and the memory goes back.
-        granted(b"late", state("a"), entry(1000), 2000, 1000);
+        granted(b"late", state("a"), entry(1000), 1, 2000, 1000);
         assert_eq!(len(), 1);
         with(|t| {
             assert!(

@@ -59,9 +59,21 @@ pub struct Verdict {
     pub remaining: i64,
     /// Milliseconds until every permit logged has expired; 0 if none is.
     pub reset_after: i64,
-    /// Where a grant was logged: the entry (its score, and the permits this grant added to
-    /// it) and the moment it frees.
-    pub logged: Option<(Entry, i64)>,
+    /// Where a grant was logged, for RATELIMIT.CANCEL to give back exactly that.
+    pub logged: Option<Logged>,
+}
+
+/// Where a grant was logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Logged {
+    /// Its score, and the permits this grant added to the entry.
+    pub entry: Entry,
+    /// The fingerprint of the entry's id ([`super::writes::id_print`]): other grants of the
+    /// same millisecond or PRECISION bucket may share it, and a limiter created anew may log a
+    /// new entry at the same score.
+    pub member: u64,
+    /// When its permits free.
+    pub frees_at: i64,
 }
 
 impl<'c, M: OpenMode> LimiterKeys<'c, M> {
@@ -159,20 +171,20 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         if let Some(creation) = created {
             self.create(creation)?;
         }
-        match plan.logging() {
-            Some(Logging::Recycle { cutoff, entry }) if state.recycle(cutoff, entry) => {
-                // Whatever else expired (none, in a steady window) goes as usual.
-                state.prune(plan.prune);
-            }
-            logging => {
-                state.prune(plan.prune);
-                if let Some(logging) = logging {
-                    state.log(logging.entry(), matches!(logging, Logging::Merge(_)))?;
-                }
-            }
+        let logging = plan.logging();
+        // The entry the grant goes into, by its id's fingerprint.
+        let mut member = match logging {
+            Some(Logging::Recycle { cutoff, entry }) => state.recycle(cutoff, entry),
+            _ => None,
+        };
+        // Whatever else expired (none, in a steady window, when recycled) goes as usual.
+        state.prune(plan.prune);
+        if let (None, Some(logging)) = (member, logging) {
+            let may_merge = matches!(logging, Logging::Merge(_));
+            member = Some(state.log(logging.entry(), may_merge)?);
         }
         self.write_value_and_ttls(config, state, plan.value, waiting(&plan, *turn, *queued));
-        Ok(Verdict::of(&plan, config, *queued))
+        Ok(Verdict::of(&plan, config, *queued, member))
     }
 
     /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
@@ -252,7 +264,7 @@ fn waiting(plan: &AcquirePlan, turn: Turn, queued: u64) -> i64 {
 impl Verdict {
     /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
     /// blocked ACQUIRE clients (counted as taken).
-    fn of(plan: &AcquirePlan, config: &Config, queued: u64) -> Verdict {
+    fn of(plan: &AcquirePlan, config: &Config, queued: u64, member: Option<u64>) -> Verdict {
         let rate = config.rate;
         let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
         Verdict {
@@ -270,9 +282,11 @@ impl Verdict {
                 .saturating_sub(ahead)
                 .clamp(0, rate.max(0)),
             reset_after: plan.reset_after,
-            logged: plan
-                .append
-                .map(|entry| (entry, entry.score.saturating_add(config.interval))),
+            logged: plan.append.zip(member).map(|(entry, member)| Logged {
+                entry,
+                member,
+                frees_at: entry.score.saturating_add(config.interval),
+            }),
         }
     }
 }
@@ -305,20 +319,23 @@ mod tests {
 
     #[test]
     fn a_verdict_counts_queued_permits_as_taken_within_the_rate() {
-        let verdict = Verdict::of(&refusal(40), &rated(10), 1);
+        let verdict = Verdict::of(&refusal(40), &rated(10), 1, None);
         assert_eq!(verdict.outcome, Outcome::Wait(40));
         assert_eq!(
             (verdict.limit, verdict.remaining, verdict.reset_after),
             (10, 1, 300)
         );
-        assert_eq!(Verdict::of(&refusal(40), &rated(10), 5).remaining, 0);
-        assert_eq!(Verdict::of(&refusal(40), &rated(10), u64::MAX).remaining, 0);
+        assert_eq!(Verdict::of(&refusal(40), &rated(10), 5, None).remaining, 0);
         assert_eq!(
-            Verdict::of(&AcquirePlan::waiting(1, 50, 0), &rated(10), 0).remaining,
+            Verdict::of(&refusal(40), &rated(10), u64::MAX, None).remaining,
+            0
+        );
+        assert_eq!(
+            Verdict::of(&AcquirePlan::waiting(1, 50, 0), &rated(10), 0, None).remaining,
             10
         );
         assert_eq!(
-            Verdict::of(&AcquirePlan::waiting(1, 5, 0), &rated(-1), 0).remaining,
+            Verdict::of(&AcquirePlan::waiting(1, 5, 0), &rated(-1), 0, None).remaining,
             0
         );
     }

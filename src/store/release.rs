@@ -2,9 +2,11 @@
 
 use std::ops::ControlFlow;
 
+use super::writes::id_print;
 use super::{score_ms, LimiterKeys};
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
+use crate::keyspace;
 use crate::sliding_log::{self, Entry, Order, Prune, Span};
 
 impl<M: OpenMode> LimiterKeys<'_, M> {
@@ -50,48 +52,67 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
 
 impl<M: OpenMode> LimiterKeys<'_, M> {
     /// RATELIMIT.CANCEL of a granted ticket: gives back exactly the grant logged as `grant` on
-    /// the state of `client` (see [`sliding_log::give_back`]). Returns how many permits.
-    pub fn give_back(&self, client: Option<&[u8]>, grant: Entry, now: i64) -> Result<i64, Error>
+    /// the state of `client`, in the entry whose id has the fingerprint `member` (see
+    /// [`sliding_log::give_back`]). Returns how many permits.
+    pub fn give_back(
+        &self,
+        client: Option<&[u8]>,
+        grant: Entry,
+        member: u64,
+        now: i64,
+    ) -> Result<i64, Error>
     where
         M: Writable,
     {
         let config = self.require_config()?;
         let state = self.state(&config, client)?;
-        let Some(plan) =
-            sliding_log::give_back(&config, state.stored_value()?, &state, now, grant)?
-        else {
-            return Ok(0);
-        };
-        // The members to change, read before anything is written, in the order the plan counted
-        // them.
-        let mut removed = Vec::with_capacity(plan.remove);
-        let mut shrink = None;
-        state.permits.zscan(
-            Span::Between(plan.score.saturating_sub(1), plan.score),
+        // The grant's entry: at its score, under the id it was logged with. A member this module
+        // cannot read is not one it logged a grant in.
+        let mut found = None;
+        state.permits.zscan::<Error>(
+            Span::Between(grant.score.saturating_sub(1), grant.score),
             Order::OldestFirst,
-            |_, member| {
-                if removed.len() < plan.remove {
-                    removed.push(member.to_vec());
-                    return Ok::<_, Error>(ControlFlow::Continue(()));
+            |_, bytes| {
+                let Ok(decoded) = keyspace::decode_member(bytes) else {
+                    return Ok(ControlFlow::Continue(()));
+                };
+                if id_print(decoded.id) != member {
+                    return Ok(ControlFlow::Continue(()));
                 }
-                if let Some(permits) = plan.shrink_next_to {
-                    let replacement = sliding_log::split_member(member, permits)
-                        .map_err(|e| Error::corrupt(state.permits.name(), e.to_string()))?;
-                    shrink = Some((member.to_vec(), replacement, permits));
-                }
+                found = Some((bytes.to_vec(), decoded.permits));
                 Ok(ControlFlow::Break(()))
             },
         )?;
+        let in_entry = found.as_ref().map(|(_, permits)| *permits);
+        let stored = state.stored_value()?;
+        let Some(plan) = sliding_log::give_back(&config, stored, &state, now, grant, in_entry)?
+        else {
+            return Ok(0);
+        };
+        let Some((old, _)) = found else {
+            return Ok(0);
+        };
+        // Read and encoded before anything is written.
+        let kept = match plan.entry_keeps {
+            Some(permits) => {
+                let new = sliding_log::split_member(&old, permits)
+                    .map_err(|e| Error::corrupt(state.permits.name(), e.to_string()))?;
+                Some((new, permits))
+            }
+            None => None,
+        };
         state.prune(plan.prune);
-        if let Some((old, new, permits)) = shrink {
-            let kept = Entry {
-                score: plan.score,
-                permits,
-            };
-            state.split(&old, &new, kept);
-        }
-        for member in &removed {
-            state.permits.apply(Effect::ZRem(member));
+        match kept {
+            Some((new, permits)) => {
+                let entry = Entry {
+                    score: grant.score,
+                    permits,
+                };
+                state.split(&old, &new, entry);
+            }
+            None => {
+                state.permits.apply(Effect::ZRem(&old));
+            }
         }
         self.write_value_and_ttls(&config, &state, plan.value, 0);
         Ok(plan.given_back)

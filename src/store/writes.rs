@@ -1,5 +1,6 @@
 //! The log writes a plan makes to a state: entries merged, recycled or new, and the prune.
 
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::ControlFlow;
 
 use rand::RngCore;
@@ -14,18 +15,33 @@ use crate::sliding_log::{self, Entry, Order, Prune, Span};
 /// impossible; the bound only guarantees termination.
 pub(super) const ID_ATTEMPTS: usize = 8;
 
+/// A fingerprint of a log entry's id, to find the entry a grant went into again (RATELIMIT.CANCEL):
+/// ids are random, so two entries of one log share a fingerprint with a chance of 2^-64.
+pub fn id_print(id: &[u8]) -> u64 {
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
+}
+
+/// The fingerprint of a member's id, if it is one this module can read.
+pub fn member_print(member: &[u8]) -> Option<u64> {
+    keyspace::decode_member(member)
+        .ok()
+        .map(|decoded| id_print(decoded.id))
+}
+
 impl<M: OpenMode> State<'_, M> {
-    /// Logs an acquisition. Grants scored alike (the same millisecond, or the same precision
+    /// Logs an acquisition; returns the fingerprint ([`id_print`]) of the entry it went into. Grants scored alike (the same millisecond, or the same precision
     /// bucket) share one entry: one already logged at that score has its permits raised, under
     /// the same id (ZREM + ZADD); otherwise a new entry gets a fresh random id. ZADD NX never
     /// overwrites a member, so an id already in the log (a 2^-128 chance) is redrawn instead of
     /// losing an acquisition.
-    pub(super) fn log(&self, entry: Entry, may_merge: bool) -> Result<(), Error>
+    pub(super) fn log(&self, entry: Entry, may_merge: bool) -> Result<u64, Error>
     where
         M: Writable,
     {
-        if may_merge && self.merge(entry) {
-            return Ok(());
+        if may_merge {
+            if let Some(print) = self.merge(entry) {
+                return Ok(print);
+            }
         }
         let mut rng = rand::rng();
         for _ in 0..ID_ATTEMPTS {
@@ -36,7 +52,7 @@ impl<M: OpenMode> State<'_, M> {
                 score: entry.score,
                 member: &member,
             }) {
-                return Ok(());
+                return Ok(id_print(&id));
             }
         }
         Err(Error::corrupt(
@@ -46,8 +62,9 @@ impl<M: OpenMode> State<'_, M> {
     }
 
     /// Adds `entry`'s permits to the entry already logged at its score, if there is one it may
-    /// join (see [`sliding_log::merged_member`]). False if nothing was merged.
-    pub(super) fn merge(&self, entry: Entry) -> bool
+    /// join (see [`sliding_log::merged_member`]); returns that entry's fingerprint. None if
+    /// nothing was merged.
+    pub(super) fn merge(&self, entry: Entry) -> Option<u64>
     where
         M: Writable,
     {
@@ -60,12 +77,9 @@ impl<M: OpenMode> State<'_, M> {
                 Ok(ControlFlow::Break(()))
             },
         );
-        let Some(old) = found else {
-            return false;
-        };
-        let Some(merged) = sliding_log::merged_member(&old, entry.permits) else {
-            return false;
-        };
+        let old = found?;
+        let merged = sliding_log::merged_member(&old, entry.permits)?;
+        let print = member_print(&merged)?;
         // Added before the old one goes, so the log never empties (and keeps its TTL). An
         // identical member already there (a degenerate foreign id) leaves the grant to an entry
         // of its own.
@@ -73,18 +87,18 @@ impl<M: OpenMode> State<'_, M> {
             score: entry.score,
             member: &merged,
         }) {
-            return false;
+            return None;
         }
         self.permits.apply(Effect::ZRem(&old));
-        true
+        Some(print)
     }
 
     /// Logs `entry` by moving the oldest expired entry (at or below `cutoff`) to its score (one
     /// `ZADD XX`) instead of pruning that entry and adding a fresh one (`ZREMRANGEBYSCORE` +
     /// `ZADD`), where [`sliding_log::recycled_member`] allows it. A steady limiter, where each grant
-    /// replaces one expired grant, then makes one write per grant. False if nothing was moved;
-    /// the caller then logs as usual.
-    pub(super) fn recycle(&self, cutoff: i64, entry: Entry) -> bool
+    /// replaces one expired grant, then makes one write per grant. Returns the fingerprint of
+    /// the entry moved; None if nothing was moved, and the caller then logs as usual.
+    pub(super) fn recycle(&self, cutoff: i64, entry: Entry) -> Option<u64>
     where
         M: Writable,
     {
@@ -95,12 +109,14 @@ impl<M: OpenMode> State<'_, M> {
                 oldest = sliding_log::recycled_member(member, entry.permits);
                 Ok(ControlFlow::Break(()))
             });
-        oldest.is_some_and(|member| {
-            self.permits.apply(Effect::ZRescore {
+        let member = oldest?;
+        let print = member_print(&member)?;
+        self.permits
+            .apply(Effect::ZRescore {
                 score: entry.score,
                 member: &member,
             })
-        })
+            .then_some(print)
     }
 
     /// Replaces the entry `old` by `new`, the same id with the fewer permits of `kept` (an entry

@@ -420,3 +420,31 @@ fn a_flush_forgets_the_tickets() {
     let _: () = line(&mut con, "SWAPDB 0 1").unwrap();
     assert_eq!(stat(&mut con, "tickets"), 0);
 }
+
+/// The grant is found by the id of the entry it went into, not by its score alone: a limiter
+/// deleted and created anew, granted again in the same millisecond, keeps the new grant.
+#[test]
+fn a_grant_is_given_back_from_its_own_entry_not_another_at_its_score() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 1000");
+    assert_eq!(acquire(&mut con, "api TICKET old"), Reply::Acquired);
+    assert_eq!(line::<i64>(&mut con, "RATELIMIT.DELETE api").unwrap(), 3);
+    setrate(&mut con, "api 2 1000");
+    assert_eq!(try_acquire(&mut con, "api", 1), None);
+    let before = snapshot(&mut con);
+    assert_eq!(
+        cancel(&mut con, "api old"),
+        0,
+        "its entry went with the limiter"
+    );
+    assert_eq!(snapshot(&mut con), before, "the new grant stays");
+    // Its own entry, once others of the same millisecond joined it, is found all the same.
+    assert_eq!(acquire(&mut con, "api TICKET new"), Reply::Acquired);
+    let log = log_entries(&mut con, "{api}:permits");
+    assert_eq!(log.len(), 1, "both grants of the millisecond in one entry");
+    assert_eq!(member_permits(&log[0].0), 2);
+    assert_eq!(cancel(&mut con, "api new"), 1);
+    assert_eq!(logged_permits(&mut con, "{api}:permits"), 1);
+}
