@@ -54,7 +54,7 @@ pub fn keep(
     // Admitted before subscribing: a server whose table is out of use does not subscribe to
     // events it would then be called back for on every write (on Redis 7.0, each keep-alive's
     // expiries).
-    if !(super::admits(db, name) && watch(ctx)) {
+    if !(super::admits(name) && watch(ctx)) {
         return;
     }
     // A field with a TTL of its own can expire with no event until the server deletes it.
@@ -69,7 +69,7 @@ pub fn keep(
 }
 
 /// Subscribes, once per load, to the events that forget a cached configuration: before the first
-/// configuration is kept, so a server whose limiters are never read twice pays nothing for
+/// configuration is kept, so a server whose table is out of use before then pays nothing for
 /// them. False if configurations are not kept (`config-cache no`) or the server refused.
 fn watch(ctx: &Context) -> bool {
     super::on() && events::watch_for_config_cache(ctx)

@@ -79,8 +79,8 @@ pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
 }
 
 /// Whether a configuration just read for `name` should be kept (see [`Table::admits`]).
-fn admits(db: i32, name: &[u8]) -> bool {
-    on() && table().admits(db, name)
+fn admits(name: &[u8]) -> bool {
+    on() && table().admits(name)
 }
 
 /// Keeps a configuration read from a hash of `fields` fields (see [`Table::remember`]).

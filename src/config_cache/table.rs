@@ -4,13 +4,11 @@
 //! Bounded: [`SLOTS`] entries indexed by a hash of the database and the name; a new entry takes
 //! its slot from whatever held it, unless that entry was used since it was kept: then it keeps
 //! the slot once (a second chance, as in CLOCK), so a limiter in use is not pushed out by one read
-//! twice in a long while.
+//! once in a long while.
 //!
-//! Kept at the second read, not the first: keeping an entry costs about as much as reading the
-//! hash (three strings made, the slot's old ones freed), so a limiter read once in a long while
-//! (one of hundreds of thousands called at random) must not pay it on every call to evict
-//! another just as cold. A read only marks the name in a table of [`SEEN`] fingerprints; a read
-//! that finds its mark keeps the entry. A busy limiter is kept from its second call on.
+//! Kept at the first read, while the table is in use: calls spread over more limiters than
+//! slots take it out of use ([`super::spread`]) before keeping costs them anything, so a limiter
+//! read once in a long while is not kept at all.
 //!
 //! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
 //! entry is kept with a [`Check::Pending`], made at its [`CHECKED_AT_USE`]th use (see
@@ -34,9 +32,8 @@ pub const SLOTS: usize = 4096;
 /// The longest name kept, in bytes.
 pub const MAX_NAME: usize = 256;
 
-/// Fingerprints of names read once (four bytes each): a name whose fingerprint is still here
-/// when it is read again is kept.
-pub const SEEN: usize = 16 * 1024;
+/// Marks of names whose [`Check::Pending`] passed (eight bytes each).
+pub const CHECKED: usize = 16 * 1024;
 
 /// The use of an entry at which its [`Check::Pending`] is made: an entry used once is as likely
 /// as not to be replaced before another use (one of 50 000 limiters at random), while one used
@@ -128,19 +125,19 @@ pub struct Known {
 /// than slots nearly every lookup misses, and a miss then reads one word of a 32 KiB array
 /// rather than an entry and its name elsewhere in memory. Whether each slot's entry was used
 /// since it was kept or last kept its slot (see [`Table::remember`]). And the marks of names
-/// read once, and of names whose [`Check::Pending`] found no field TTL: the name's full hash at
-/// its mark's place, so an entry kept for it again (after another took its slot) is used at
-/// once, until an event forgets the name. All empty until the first read. And how calls spread.
+/// whose [`Check::Pending`] found no field TTL: the name's keyed hash at its mark's place, so an
+/// entry kept for it again (after another took its slot) is used at once, until an event forgets
+/// the name. All empty until the first entry is kept. And how calls spread.
 pub struct Table {
     entries: Vec<Option<Entry>>,
     tags: Vec<u64>,
     used: Vec<bool>,
-    seen: Vec<u32>,
     checked: Vec<u64>,
     spread: Spread,
 }
 
-/// Where a name goes: its entry's slot and tag, its mark's place and the mark.
+/// Where a name goes: its entry's slot and tag, its checked mark's place, and its fingerprint in
+/// how calls spread.
 struct Place {
     slot: usize,
     tag: u64,
@@ -152,11 +149,11 @@ impl Place {
     fn of(db: i32, name: &[u8]) -> Place {
         let hash = hash(db, name);
         // The high bits are the best mixed: the slot from the top twelve, the mark's place
-        // from the next fourteen, the fingerprint from the low half (never 0, an empty mark).
+        // from the next fourteen, the fingerprint from the low half (never 0, an empty one).
         Place {
             slot: (hash >> 52) as usize % SLOTS,
             tag: hash | 1,
-            mark: (hash >> 38) as usize % SEEN,
+            mark: (hash >> 38) as usize % CHECKED,
             fingerprint: (hash as u32) | 1,
         }
     }
@@ -199,7 +196,6 @@ impl Table {
             entries: Vec::new(),
             tags: Vec::new(),
             used: Vec::new(),
-            seen: Vec::new(),
             checked: Vec::new(),
             spread: Spread::new(),
         }
@@ -250,31 +246,16 @@ impl Table {
         }
     }
 
-    /// Whether a configuration just read for `name` should be kept: true if the table is in use
-    /// and the name was read recently (see the module's doc); otherwise the read is marked
-    /// (while in use) and false.
-    pub fn admits(&mut self, db: i32, name: &[u8]) -> bool {
-        if name.len() > MAX_NAME || !self.spread.in_use() {
-            return false;
-        }
-        let place = Place::of(db, name);
-        if self.seen.is_empty() {
-            self.seen.resize(SEEN, 0);
-        }
-        match self.seen.get_mut(place.mark) {
-            Some(mark) if *mark == place.fingerprint => true,
-            Some(mark) => {
-                *mark = place.fingerprint;
-                false
-            }
-            None => false,
-        }
+    /// Whether a configuration just read for `name` should be kept: while the table is in use,
+    /// unless the name is too long.
+    pub fn admits(&self, name: &[u8]) -> bool {
+        name.len() <= MAX_NAME && self.spread.in_use()
     }
 
     /// Keeps a configuration just read from a hash of `fields` fields (which [`Table::admits`]
     /// let in), with what is left to check before it is used, unless its slot holds another
     /// limiter's entry used since it was kept: that entry keeps the slot once (it is then unused
-    /// again), so a limiter in use is not pushed out by one read twice in a long while. With
+    /// again), so a limiter in use is not pushed out by one read once in a long while. With
     /// calls spread at random over more limiters than slots, replacing on every admission had
     /// most entries replaced before any use. Returns the entry replaced, for the caller to free
     /// outside its lock.
@@ -361,7 +342,7 @@ impl Table {
             return;
         }
         if self.checked.is_empty() {
-            self.checked.resize(SEEN, 0);
+            self.checked.resize(CHECKED, 0);
         }
         let mark = Place::of(db, name).mark;
         if let Some(checked) = self.checked.get_mut(mark) {
@@ -416,7 +397,6 @@ impl Table {
         self.entries.iter_mut().for_each(|entry| *entry = None);
         self.tags.iter_mut().for_each(|tag| *tag = 0);
         self.used.iter_mut().for_each(|used| *used = false);
-        self.seen.iter_mut().for_each(|mark| *mark = 0);
         self.checked.iter_mut().for_each(|mark| *mark = 0);
     }
 
@@ -472,7 +452,7 @@ mod tests {
 
         /// A read of `name`'s configuration, as the store makes it.
         fn read(&mut self, db: i32, name: &[u8], fields: usize, config: Config) {
-            if self.admits(db, name) {
+            if self.admits(name) {
                 self.keep(db, name, fields, config, Check::Done);
             }
         }
@@ -483,11 +463,6 @@ mod tests {
 
         fn drop_entry(&mut self, db: i32, name: &[u8]) {
             drop(self.forget(db, name));
-        }
-
-        fn is_marked(&self, name: &[u8]) -> bool {
-            let place = Place::of(0, name);
-            self.seen.get(place.mark) == Some(&place.fingerprint)
         }
     }
 
@@ -525,19 +500,14 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_is_kept_at_the_second_read_for_its_database_name_and_field_count() {
+    fn an_entry_is_kept_at_the_first_read_for_its_database_name_and_field_count() {
         let mut table = Table::new();
-        table.read(0, b"api", 3, config(10));
-        assert_eq!(
-            table.config_for(0, b"api", 3),
-            None,
-            "a first read is only marked"
-        );
+        assert_eq!(table.config_for(0, b"api", 3), None, "nothing read yet");
         table.read(0, b"api", 3, config(10));
         assert_eq!(
             table.config_for(0, b"api", 3),
             Some(config(10)),
-            "the second keeps"
+            "the first read keeps"
         );
         assert_eq!(table.config_for(0, b"api", 4), None, "a field was added");
         assert_eq!(table.config_for(1, b"api", 3), None, "another database");
@@ -550,7 +520,6 @@ mod tests {
         );
         let long = vec![b'x'; MAX_NAME + 1];
         table.read(0, &long, 3, config(10));
-        table.read(0, &long, 3, config(10));
         assert_eq!(
             table.config_for(0, &long, 3),
             None,
@@ -559,9 +528,8 @@ mod tests {
     }
 
     #[test]
-    fn forgetting_is_per_database_and_name_and_forgetting_all_clears_the_marks() {
+    fn forgetting_is_per_database_and_name_and_forgetting_all_forgets_every_entry() {
         let mut table = Table::new();
-        table.read(0, b"api", 3, config(10));
         table.read(0, b"api", 3, config(10));
         table.drop_entry(1, b"api");
         assert_eq!(
@@ -572,11 +540,11 @@ mod tests {
         table.drop_entry(0, b"api");
         assert_eq!(table.config_for(0, b"api", 3), None);
         table.read(0, b"api", 3, config(10));
-        table.read(0, b"api", 3, config(10));
+        table.read(1, b"web", 3, config(10));
         table.forget_all();
         assert_eq!(table.config_for(0, b"api", 3), None);
-        table.read(0, b"api", 3, config(10));
-        assert_eq!(table.config_for(0, b"api", 3), None, "the marks went too");
+        assert_eq!(table.config_for(1, b"web", 3), None);
+        assert_eq!(table.kept(), 0);
     }
 
     #[test]
@@ -609,8 +577,6 @@ mod tests {
         let (first, twin) = twins(&names);
         let mut table = Table::new();
         table.read(0, first, 3, config(1));
-        table.read(0, first, 3, config(1));
-        table.read(0, twin, 3, config(2));
         table.read(0, twin, 3, config(2));
         assert_eq!(table.config_for(0, first, 3), None);
         assert_eq!(table.config_for(0, twin, 3), Some(config(2)));
@@ -623,21 +589,24 @@ mod tests {
     }
 
     #[test]
-    fn of_names_read_once_a_later_read_keeps_those_whose_mark_no_other_took() {
+    fn each_name_read_is_kept_until_another_of_its_slot_is_read() {
         let names = names();
         let mut table = Table::new();
-        for name in &names {
-            table.read(0, name, 3, config(1));
+        for (i, name) in names.iter().enumerate() {
+            table.read(0, name, 3, config(i as i64));
+            assert_eq!(table.peek(0, name), Some(config(i as i64)), "{name:?}");
         }
-        let kept = names.iter().filter(|n| table.peek(0, n).is_some()).count();
-        assert_eq!(kept, 0, "names read once are not kept");
-        let still_marked = names.iter().filter(|n| table.is_marked(n)).count();
-        assert!(still_marked > 0 && still_marked < names.len());
-        for name in &names {
-            let was_marked = table.is_marked(name);
-            table.read(0, name, 3, config(1));
-            assert_eq!(table.peek(0, name).is_some(), was_marked, "{name:?}");
+        // Unused, each entry yielded its slot to the next name of the slot: the last read of
+        // each slot is what is left.
+        let mut last = vec![None; SLOTS];
+        for (i, name) in names.iter().enumerate() {
+            last[Place::of(0, name).slot] = Some(i);
         }
+        for (i, name) in names.iter().enumerate() {
+            let kept = table.peek(0, name).is_some();
+            assert_eq!(kept, last[Place::of(0, name).slot] == Some(i), "{name:?}");
+        }
+        assert_eq!(table.kept(), last.iter().flatten().count());
     }
 
     #[test]
@@ -646,9 +615,7 @@ mod tests {
         let (first, twin) = twins(&names);
         let mut table = Table::new();
         table.read(0, first, 3, config(1));
-        table.read(0, first, 3, config(1));
         assert_eq!(table.config_for(0, first, 3), Some(config(1)), "a use");
-        table.read(0, twin, 3, config(2));
         table.read(0, twin, 3, config(2));
         assert_eq!(
             table.peek(0, first),
@@ -721,11 +688,9 @@ mod tests {
         assert!(phase(&mut table, calls, &few), "in use on few limiters");
         assert!(!phase(&mut table, calls, &many), "out of use on many");
         table.read(0, b"api", 3, config(10));
-        table.read(0, b"api", 3, config(10));
         assert_eq!(table.peek(0, b"api"), None, "nothing kept out of use");
         assert!(!phase(&mut table, calls, &|i| many(i + calls)), "still out");
         assert!(phase(&mut table, calls, &few), "back in use");
-        table.read(0, b"api", 3, config(10));
         table.read(0, b"api", 3, config(10));
         assert_eq!(table.peek(0, b"api"), Some(config(10)), "kept in use");
         table.keep(0, b"web", 3, config(10), Check::Done);
