@@ -2,9 +2,7 @@
 //! the module holds one instance behind a lock (see [`super`]).
 //!
 //! Bounded: [`SLOTS`] entries indexed by a hash of the database and the name; a new entry takes
-//! its slot from whatever held it, unless that entry was used since it was kept: then it keeps
-//! the slot once (a second chance, as in CLOCK), so a limiter in use is not pushed out by one read
-//! once in a long while.
+//! its slot from whatever held it.
 //!
 //! Kept at the first read, while the table is in use: calls spread over more limiters than
 //! slots take it out of use ([`super::spread`]) before keeping costs them anything, so a limiter
@@ -123,15 +121,13 @@ pub struct Known {
 /// The entries; beside them, each slot's tag (the full hash of the name it holds, 0 if none),
 /// which a lookup compares before it touches the entry: on a server with many more limiters
 /// than slots nearly every lookup misses, and a miss then reads one word of a 32 KiB array
-/// rather than an entry and its name elsewhere in memory. Whether each slot's entry was used
-/// since it was kept or last kept its slot (see [`Table::remember`]). And the marks of names
+/// rather than an entry and its name elsewhere in memory. And the marks of names
 /// whose [`Check::Pending`] found no field TTL: the name's keyed hash at its mark's place, so an
 /// entry kept for it again (after another took its slot) is used at once, until an event forgets
 /// the name. All empty until the first entry is kept. And how calls spread.
 pub struct Table {
     entries: Vec<Option<Entry>>,
     tags: Vec<u64>,
-    used: Vec<bool>,
     checked: Vec<u64>,
     spread: Spread,
 }
@@ -195,7 +191,6 @@ impl Table {
         Table {
             entries: Vec::new(),
             tags: Vec::new(),
-            used: Vec::new(),
             checked: Vec::new(),
             spread: Spread::new(),
         }
@@ -208,8 +203,7 @@ impl Table {
 
     /// What is kept for `name` in `db`, while the table is in use (see [`super::spread`]),
     /// counting the lookup in how calls spread; its strings are references owned by `ctx`'s
-    /// command. Found, the entry counts as used (for its second chance in
-    /// [`Table::remember`]), whatever the command does with it.
+    /// command.
     #[inline]
     pub fn lookup(&mut self, ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
         let place = Place::of(db, name);
@@ -222,12 +216,8 @@ impl Table {
     /// What is kept for `name`, at `place`.
     fn known(&mut self, ctx: &Context, db: i32, name: &[u8], place: &Place) -> Option<Known> {
         let slot = self.tagged(place)?;
-        let Table { entries, used, .. } = self;
-        match entries.get_mut(slot) {
+        match self.entries.get_mut(slot) {
             Some(Some(entry)) if entry.is(db, name) => {
-                if let Some(used) = used.get_mut(slot) {
-                    *used = true;
-                }
                 // An entry still to be checked is not used yet, and may never be.
                 if entry.names.is_none() && entry.check == Check::Done {
                     entry.names = Names::of(name);
@@ -253,12 +243,8 @@ impl Table {
     }
 
     /// Keeps a configuration just read from a hash of `fields` fields (which [`Table::admits`]
-    /// let in), with what is left to check before it is used, unless its slot holds another
-    /// limiter's entry used since it was kept: that entry keeps the slot once (it is then unused
-    /// again), so a limiter in use is not pushed out by one read once in a long while. With
-    /// calls spread at random over more limiters than slots, replacing on every admission had
-    /// most entries replaced before any use. Returns the entry replaced, for the caller to free
-    /// outside its lock.
+    /// let in), with what is left to check before it is used, in place of whatever its slot
+    /// held. Returns the entry replaced, for the caller to free outside its lock.
     #[must_use]
     pub(super) fn remember(
         &mut self,
@@ -275,12 +261,10 @@ impl Table {
         if self.entries.is_empty() {
             self.entries.resize_with(SLOTS, || None);
             self.tags.resize(SLOTS, 0);
-            self.used.resize(SLOTS, false);
         }
         let Table {
             entries,
             tags,
-            used,
             checked,
             ..
         } = self;
@@ -290,18 +274,10 @@ impl Table {
             }
             (check, _) => check,
         };
-        let (Some(slot), Some(tag), Some(used)) = (
-            entries.get_mut(place.slot),
-            tags.get_mut(place.slot),
-            used.get_mut(place.slot),
-        ) else {
+        let (Some(slot), Some(tag)) = (entries.get_mut(place.slot), tags.get_mut(place.slot))
+        else {
             return None;
         };
-        let another = slot.as_ref().is_some_and(|entry| !entry.is(db, name));
-        if another && *used {
-            *used = false;
-            return None;
-        }
         let replaced = slot.replace(Entry {
             db,
             name: name.into(),
@@ -311,7 +287,6 @@ impl Table {
             names: None,
         });
         *tag = place.tag;
-        *used = false;
         replaced
     }
 
@@ -370,24 +345,13 @@ impl Table {
             }
         }
         let slot = self.tagged(&place)?;
-        let Table {
-            entries,
-            tags,
-            used,
-            ..
-        } = self;
-        let (Some(entry), Some(tag), Some(used)) = (
-            entries.get_mut(slot),
-            tags.get_mut(slot),
-            used.get_mut(slot),
-        ) else {
+        let (Some(entry), Some(tag)) = (self.entries.get_mut(slot), self.tags.get_mut(slot)) else {
             return None;
         };
         if !entry.as_ref().is_some_and(|entry| entry.is(db, name)) {
             return None;
         }
         *tag = 0;
-        *used = false;
         entry.take()
     }
 
@@ -396,7 +360,6 @@ impl Table {
     pub fn forget_all(&mut self) {
         self.entries.iter_mut().for_each(|entry| *entry = None);
         self.tags.iter_mut().for_each(|tag| *tag = 0);
-        self.used.iter_mut().for_each(|used| *used = false);
         self.checked.iter_mut().for_each(|mark| *mark = 0);
     }
 
@@ -596,8 +559,8 @@ mod tests {
             table.read(0, name, 3, config(i as i64));
             assert_eq!(table.peek(0, name), Some(config(i as i64)), "{name:?}");
         }
-        // Unused, each entry yielded its slot to the next name of the slot: the last read of
-        // each slot is what is left.
+        // Each entry gave its slot to the next name of the slot: the last read of each slot is
+        // what is left.
         let mut last = vec![None; SLOTS];
         for (i, name) in names.iter().enumerate() {
             last[Place::of(0, name).slot] = Some(i);
@@ -610,26 +573,18 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_used_since_it_was_kept_keeps_its_slot_once_then_yields() {
+    fn a_name_read_takes_its_slot_from_an_entry_in_use() {
         let names = names();
         let (first, twin) = twins(&names);
         let mut table = Table::new();
         table.read(0, first, 3, config(1));
         assert_eq!(table.config_for(0, first, 3), Some(config(1)), "a use");
         table.read(0, twin, 3, config(2));
-        assert_eq!(
-            table.peek(0, first),
-            Some(config(1)),
-            "the used entry stays"
-        );
+        assert_eq!(table.peek(0, twin), Some(config(2)), "the newest read");
+        assert_eq!(table.peek(0, first), None, "used or not, replaced");
+        table.read(0, first, 3, config(1));
+        assert_eq!(table.peek(0, first), Some(config(1)), "and back");
         assert_eq!(table.peek(0, twin), None);
-        table.read(0, twin, 3, config(2));
-        assert_eq!(
-            table.peek(0, twin),
-            Some(config(2)),
-            "unused since, it yields"
-        );
-        assert_eq!(table.peek(0, first), None);
     }
 
     #[test]
