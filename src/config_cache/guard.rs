@@ -1,47 +1,22 @@
 //! What keeps a configuration the cache hands out from being stale: the events that forget it
-//! (the listeners registered with the events owner), the check of hash-field TTLs (`HPTTL`, once
-//! per entry where the server does not show them to modules), and the rules the store follows
-//! to use and keep configurations.
+//! (the listeners registered with the events owner), and what may be kept at all: not the
+//! configuration of a hash with a field TTL (asked of the server, `HPTTL`, where it does not show
+//! them to modules).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::{Context, RedisValue};
 
-use super::table::Check;
-use super::Known;
 use crate::events;
 use crate::ffi::server;
 use crate::key;
 use crate::keyspace;
 use crate::sliding_log::Config;
 
-/// The configuration kept for the limiter `name` in `db`, `known` for a hash that still has the
-/// field count it had, if this call may use it: yes once its check, if any, has passed (made
-/// here when due); otherwise `None`, and the caller reads the hash instead and keeps nothing
-/// new (a pending entry is not kept anew, nor one whose check just failed: it would only be
-/// checked again).
-#[inline]
-pub fn use_kept(ctx: &Context, db: i32, name: &[u8], known: &Known) -> Option<Config> {
-    match known.check {
-        Check::Done => Some(known.config),
-        check if !check.pending_and_due() => {
-            super::table().used_unchecked(db, name);
-            None
-        }
-        Check::Pending { present, .. } if fields_still(ctx, name, present) => {
-            super::table().passed_check(db, name);
-            Some(known.config)
-        }
-        Check::Pending { .. } => {
-            super::forget(db, name);
-            None
-        }
-    }
-}
-
 /// Keeps a configuration just read from the hash of `name` in `db`, of `fields` fields, with
 /// the configuration's fields found (`present`, a bit each in [`CONFIG_FIELDS`]' order), if the
-/// table admits it. `has_field_ttls` asks the hash, where the server shows field TTLs.
+/// table admits it and none of those fields has a TTL of its own. `has_field_ttls` asks the
+/// hash, where the server shows field TTLs.
 pub fn keep(
     ctx: &Context,
     db: i32,
@@ -57,14 +32,27 @@ pub fn keep(
     if !(super::admits(name) && watch(ctx)) {
         return;
     }
-    // A field with a TTL of its own can expire with no event until the server deletes it.
-    let check = match field_ttls(ctx) {
-        FieldTtls::None => Some(Check::Done),
-        FieldTtls::Shown => (!has_field_ttls()).then_some(Check::Done),
-        FieldTtls::Asked => Some(Check::Pending { present, uses: 0 }),
-    };
-    if let Some(check) = check {
-        super::remember(db, name, fields, config, check);
+    if without_field_ttls(field_ttls(ctx), has_field_ttls, || {
+        asked_without_field_ttls(ctx, name, present)
+    }) {
+        super::remember(db, name, fields, config);
+    }
+}
+
+/// Whether the fields just read have no TTL of their own, as the server tells: a field with one
+/// can expire with no event until the server deletes it, so its configuration is not kept. One
+/// without is kept until an event forgets it: from then on a TTL set on a field, and a field
+/// added, is a hash event. `shown` asks the hash, where the server shows field TTLs; `asked`
+/// asks the server (`HPTTL`) where it does not.
+fn without_field_ttls(
+    ttls: FieldTtls,
+    shown: impl FnOnce() -> bool,
+    asked: impl FnOnce() -> bool,
+) -> bool {
+    match ttls {
+        FieldTtls::None => true,
+        FieldTtls::Shown => !shown(),
+        FieldTtls::Asked => asked(),
     }
 }
 
@@ -109,25 +97,29 @@ pub const CONFIG_FIELDS: [&[u8]; 5] = [
     keyspace::FIELD_PRECISION.to_bytes(),
 ];
 
-/// Whether the configuration's fields found when it was kept (`present`, a bit each in
-/// [`CONFIG_FIELDS`]' order) are all still there without a TTL of their own, asked of the
-/// server (`HPTTL`) where it does not show field TTLs to modules (Redis 7.4, Valkey 9). A field
-/// that had a TTL when it was read may have expired since, with no event until the server
-/// deletes it: HPTTL then answers -2. From the check on, a TTL set on a field, and a field
-/// added, is a hash event, which forgets the configuration.
-fn fields_still(ctx: &Context, name: &[u8], present: u8) -> bool {
-    let found: Vec<&[u8]> = CONFIG_FIELDS
+/// Whether the configuration's fields just read (`present`, a bit each in [`CONFIG_FIELDS`]'
+/// order) have no TTL of their own, asked of the server (`HPTTL`) where it does not show field
+/// TTLs to modules (Redis 7.4, Valkey 9).
+fn asked_without_field_ttls(ctx: &Context, name: &[u8], present: u8) -> bool {
+    let asked: Vec<&[u8]> = CONFIG_FIELDS
         .iter()
         .enumerate()
         .filter(|(i, _)| present & (1 << i) != 0)
         .map(|(_, field)| *field)
         .collect();
-    let count = found.len().to_string();
+    let count = asked.len().to_string();
     let mut args: Vec<&[u8]> = vec![name, b"FIELDS", count.as_bytes()];
-    args.extend(&found);
-    match ctx.call("HPTTL", args.as_slice()) {
-        Ok(RedisValue::Array(ttls)) => {
-            ttls.len() == found.len() && ttls.iter().all(|ttl| *ttl == RedisValue::Integer(-1))
+    args.extend(&asked);
+    answers_no_ttl(ctx.call("HPTTL", args.as_slice()).ok(), asked.len())
+}
+
+/// Whether HPTTL's reply says each of the `asked` fields is there without a TTL (-1 each): a
+/// field with a TTL answers its milliseconds left, and one gone (expired, perhaps not yet
+/// deleted) -2.
+fn answers_no_ttl(reply: Option<RedisValue>, asked: usize) -> bool {
+    match reply {
+        Some(RedisValue::Array(ttls)) => {
+            ttls.len() == asked && ttls.iter().all(|ttl| *ttl == RedisValue::Integer(-1))
         }
         _ => false,
     }
@@ -186,6 +178,31 @@ pub(super) fn forget_field_ttls() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_is_kept_only_where_the_server_says_its_fields_have_no_ttl() {
+        let never = || -> bool { panic!("not asked on this server") };
+        assert!(without_field_ttls(FieldTtls::None, never, never));
+        assert!(without_field_ttls(FieldTtls::Shown, || false, never));
+        assert!(!without_field_ttls(FieldTtls::Shown, || true, never));
+        assert!(without_field_ttls(FieldTtls::Asked, never, || true));
+        assert!(!without_field_ttls(FieldTtls::Asked, never, || false));
+    }
+
+    #[test]
+    fn hpttl_answers_no_ttl_only_with_minus_one_for_each_field_asked() {
+        let reply = |ttls: &[i64]| {
+            Some(RedisValue::Array(
+                ttls.iter().map(|ttl| RedisValue::Integer(*ttl)).collect(),
+            ))
+        };
+        assert!(answers_no_ttl(reply(&[-1, -1, -1]), 3));
+        assert!(!answers_no_ttl(reply(&[-1, 5000, -1]), 3), "a TTL");
+        assert!(!answers_no_ttl(reply(&[-1, -2, -1]), 3), "a field gone");
+        assert!(!answers_no_ttl(reply(&[-1, -1]), 3), "a field missing");
+        assert!(!answers_no_ttl(None, 3), "an error");
+        assert!(!answers_no_ttl(Some(RedisValue::Integer(-1)), 1));
+    }
 
     #[test]
     fn only_a_ttl_change_keeps_a_configuration() {

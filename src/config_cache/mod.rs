@@ -9,8 +9,9 @@
 //! FLUSHALL, FLUSHDB, SWAPDB, loading a dataset and a slot trim forget everything. A use also
 //! checks that the hash still has the number of fields it had. A TTL change (`expire`,
 //! `persist`) is the one event that keeps an entry: the configuration does not include the TTL,
-//! and a keep-alive limiter refreshes its TTL on every call. Where hash fields can have TTLs of
-//! their own the server does not show to modules, a kept entry is checked before it is used.
+//! and a keep-alive limiter refreshes its TTL on every call. A hash whose fields have TTLs of
+//! their own is not kept: where the server does not show them to modules, it is asked when a
+//! configuration would be kept.
 //!
 //! An entry also keeps the limiter's key names as server strings (the hash and the OVERALL
 //! state's value and permits), made at its first use, so a later call on a known limiter makes
@@ -33,16 +34,16 @@ mod guard;
 mod spread;
 mod table;
 
-pub use guard::{dataset_changed, keep, key_event, key_removed, use_kept};
+pub use guard::{dataset_changed, keep, key_event, key_removed};
 pub use table::Known;
-use table::{Check, Table};
+use table::Table;
 
 /// The module's one table.
 static CACHE: Mutex<Table> = Mutex::new(Table::new());
 
 fn table() -> MutexGuard<'static, Table> {
     // Nothing panics while holding the lock; were it poisoned, the table is still consistent
-    // (every write is a whole-slot or whole-mark assignment).
+    // (every write is a whole-slot assignment).
     CACHE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -84,8 +85,8 @@ fn admits(name: &[u8]) -> bool {
 }
 
 /// Keeps a configuration read from a hash of `fields` fields (see [`Table::remember`]).
-fn remember(db: i32, name: &[u8], fields: usize, config: crate::sliding_log::Config, check: Check) {
-    let replaced = table().remember(db, name, fields, config, check);
+fn remember(db: i32, name: &[u8], fields: usize, config: crate::sliding_log::Config) {
+    let replaced = table().remember(db, name, fields, config);
     // The entry replaced is freed outside the lock.
     drop(replaced);
 }

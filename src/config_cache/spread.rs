@@ -68,8 +68,8 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// In use, so a limiter read twice after the module loads is kept at once, as it is while
-    /// calls come back to few limiters (and stays in use if its first window finds enough).
+    /// In use, so a limiter read after the module loads is kept at once, as it is while calls
+    /// come back to few limiters (and stays in use if its first window finds enough).
     pub const fn new() -> Spread {
         Spread {
             in_use: true,

@@ -8,13 +8,9 @@
 //! slots take it out of use ([`super::spread`]) before keeping costs them anything, so a limiter
 //! read once in a long while is not kept at all.
 //!
-//! Where the server has hash field TTLs it does not show to modules (Redis 7.4, Valkey 9), an
-//! entry is kept with a [`Check::Pending`], made at its [`CHECKED_AT_USE`]th use (see
-//! [`super::guard`]). A name that passed is remembered as checked until an event forgets it, so
-//! an entry kept for it again needs no check.
-
-use std::hash::{BuildHasher, RandomState};
-use std::sync::OnceLock;
+//! What may be kept is [`super::guard`]'s to decide (not a hash with a field TTL, asked of the
+//! server where it does not show them): every entry here is used as it is, until an event
+//! forgets it.
 
 use redis_module::{Context, RedisString};
 
@@ -30,61 +26,21 @@ pub const SLOTS: usize = 4096;
 /// The longest name kept, in bytes.
 pub const MAX_NAME: usize = 256;
 
-/// Marks of names whose [`Check::Pending`] passed (eight bytes each).
-pub const CHECKED: usize = 16 * 1024;
-
-/// The use of an entry at which its [`Check::Pending`] is made: an entry used once is as likely
-/// as not to be replaced before another use (one of 50 000 limiters at random), while one used
-/// twice is busy; asking at the first use costs more than the hits save (docs/performance.md).
-pub const CHECKED_AT_USE: u8 = 2;
-
 pub(super) struct Entry {
     db: i32,
     name: Box<[u8]>,
     /// The hash's field count when it was read.
     fields: usize,
     config: Config,
-    check: Check,
-    /// Made at the entry's first use, not when it is kept: most entries of a server with many
-    /// more limiters than slots are never used before another takes their slot, and making
-    /// and freeing their strings would cost those calls what the hits save. None until then,
-    /// and where the server cannot make strings (unit tests).
+    /// Made at the entry's first use, not when it is kept: an entry replaced before any use
+    /// (calls on more limiters than slots, before the table leaves use) costs no strings made
+    /// and freed. None until then, and where the server cannot make strings (unit tests).
     names: Option<Names>,
 }
 
 impl Entry {
     fn is(&self, db: i32, name: &[u8]) -> bool {
         self.db == db && *self.name == *name
-    }
-}
-
-/// What is left to check before a cached configuration is used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Check {
-    /// Nothing: the server has no field TTLs, or showed that the hash has none.
-    Done,
-    /// The server has field TTLs it does not show to modules (Redis 7.4, Valkey 9): it is asked
-    /// (`HPTTL`) whether the fields read are still there without a TTL, at the entry's
-    /// [`CHECKED_AT_USE`]th use, and the entry is not used before. Not when it is kept: with many
-    /// more limiters than slots, most entries are replaced before they are used, and asking for
-    /// each would cost those calls more than the hits save.
-    Pending {
-        /// The fields found when the configuration was read, one bit each.
-        present: u8,
-        /// Uses so far, each of which read the hash as if nothing were kept.
-        uses: u8,
-    },
-}
-
-impl Check {
-    /// Whether a pending check must be made at the use at hand before the entry is used; false
-    /// for [`Check::Done`], and for a pending check not due yet (the entry is then not used this
-    /// time, see [`Table::used_unchecked`]).
-    pub fn pending_and_due(self) -> bool {
-        match self {
-            Check::Done => false,
-            Check::Pending { uses, .. } => uses.saturating_add(1) >= CHECKED_AT_USE,
-        }
     }
 }
 
@@ -111,7 +67,6 @@ impl Names {
 pub struct Known {
     pub config: Config,
     pub fields: usize,
-    pub check: Check,
     pub hash: Option<RedisString>,
     /// The OVERALL state's keys.
     pub value: Option<RedisString>,
@@ -119,37 +74,30 @@ pub struct Known {
 }
 
 /// The entries; beside them, each slot's tag (the full hash of the name it holds, 0 if none),
-/// which a lookup compares before it touches the entry: on a server with many more limiters
-/// than slots nearly every lookup misses, and a miss then reads one word of a 32 KiB array
-/// rather than an entry and its name elsewhere in memory. And the marks of names
-/// whose [`Check::Pending`] found no field TTL: the name's keyed hash at its mark's place, so an
-/// entry kept for it again (after another took its slot) is used at once, until an event forgets
-/// the name. All empty until the first entry is kept. And how calls spread.
+/// which a lookup compares before it touches the entry: a miss then reads one word of a 32 KiB
+/// array rather than an entry and its name elsewhere in memory. Both empty until the first entry
+/// is kept. And how calls spread.
 pub struct Table {
     entries: Vec<Option<Entry>>,
     tags: Vec<u64>,
-    checked: Vec<u64>,
     spread: Spread,
 }
 
-/// Where a name goes: its entry's slot and tag, its checked mark's place, and its fingerprint in
-/// how calls spread.
+/// Where a name goes: its entry's slot and tag, and its fingerprint in how calls spread.
 struct Place {
     slot: usize,
     tag: u64,
-    mark: usize,
     fingerprint: u32,
 }
 
 impl Place {
     fn of(db: i32, name: &[u8]) -> Place {
         let hash = hash(db, name);
-        // The high bits are the best mixed: the slot from the top twelve, the mark's place
-        // from the next fourteen, the fingerprint from the low half (never 0, an empty one).
+        // The high bits are the best mixed: the slot from the top twelve, the fingerprint from
+        // the low half (never 0, an empty one).
         Place {
             slot: (hash >> 52) as usize % SLOTS,
             tag: hash | 1,
-            mark: (hash >> 38) as usize % CHECKED,
             fingerprint: (hash as u32) | 1,
         }
     }
@@ -176,22 +124,12 @@ fn hash(db: i32, name: &[u8]) -> u64 {
     mix(hash, u64::from_le_bytes(tail))
 }
 
-/// What marks a name as checked: a hash with keys drawn at random for the process (SipHash),
-/// since a name whose mark matched would skip its check. [`hash`] is cheaper but easy to
-/// collide on purpose: two names chosen to share its value would let one's check pass for the
-/// other. Never 0, an empty mark.
-fn checked_key(db: i32, name: &[u8]) -> u64 {
-    static KEYS: OnceLock<RandomState> = OnceLock::new();
-    KEYS.get_or_init(RandomState::new).hash_one((db, name)) | 1
-}
-
 impl Table {
-    /// An empty table, in use until calls show otherwise; it takes memory at its first read.
+    /// An empty table, in use until calls show otherwise; it takes memory at its first entry.
     pub const fn new() -> Table {
         Table {
             entries: Vec::new(),
             tags: Vec::new(),
-            checked: Vec::new(),
             spread: Spread::new(),
         }
     }
@@ -218,15 +156,13 @@ impl Table {
         let slot = self.tagged(place)?;
         match self.entries.get_mut(slot) {
             Some(Some(entry)) if entry.is(db, name) => {
-                // An entry still to be checked is not used yet, and may never be.
-                if entry.names.is_none() && entry.check == Check::Done {
+                if entry.names.is_none() {
                     entry.names = Names::of(name);
                 }
                 let names = entry.names.as_ref();
                 Some(Known {
                     config: entry.config,
                     fields: entry.fields,
-                    check: entry.check,
                     hash: names.and_then(|n| n.hash.hold(ctx)),
                     value: names.and_then(|n| n.value.hold(ctx)),
                     permits: names.and_then(|n| n.permits.hold(ctx)),
@@ -243,8 +179,8 @@ impl Table {
     }
 
     /// Keeps a configuration just read from a hash of `fields` fields (which [`Table::admits`]
-    /// let in), with what is left to check before it is used, in place of whatever its slot
-    /// held. Returns the entry replaced, for the caller to free outside its lock.
+    /// let in), in place of whatever its slot held. Returns the entry replaced, for the caller
+    /// to free outside its lock.
     #[must_use]
     pub(super) fn remember(
         &mut self,
@@ -252,7 +188,6 @@ impl Table {
         name: &[u8],
         fields: usize,
         config: Config,
-        check: Check,
     ) -> Option<Entry> {
         if name.len() > MAX_NAME {
             return None;
@@ -262,20 +197,10 @@ impl Table {
             self.entries.resize_with(SLOTS, || None);
             self.tags.resize(SLOTS, 0);
         }
-        let Table {
-            entries,
-            tags,
-            checked,
-            ..
-        } = self;
-        let check = match (check, checked.get(place.mark)) {
-            (Check::Pending { .. }, Some(&mark)) if mark != 0 && mark == checked_key(db, name) => {
-                Check::Done
-            }
-            (check, _) => check,
-        };
-        let (Some(slot), Some(tag)) = (entries.get_mut(place.slot), tags.get_mut(place.slot))
-        else {
+        let (Some(slot), Some(tag)) = (
+            self.entries.get_mut(place.slot),
+            self.tags.get_mut(place.slot),
+        ) else {
             return None;
         };
         let replaced = slot.replace(Entry {
@@ -283,68 +208,17 @@ impl Table {
             name: name.into(),
             fields,
             config,
-            check,
             names: None,
         });
         *tag = place.tag;
         replaced
     }
 
-    /// Counts a use of the entry of `name` in `db` that did not use it: its check is not due yet.
-    pub fn used_unchecked(&mut self, db: i32, name: &[u8]) {
-        if let Some(entry) = self.entry_mut(db, name) {
-            if let Check::Pending { present, uses } = entry.check {
-                entry.check = Check::Pending {
-                    present,
-                    uses: uses.saturating_add(1),
-                };
-            }
-        }
-    }
-
-    /// The check of the entry of `name` in `db` passed: the entry is used from now on, and the
-    /// name is remembered as checked. Only while the entry is still there and pending: an event
-    /// that forgot it since it was looked up may have changed what was checked.
-    pub fn passed_check(&mut self, db: i32, name: &[u8]) {
-        let pending = match self.entry_mut(db, name) {
-            Some(entry) if entry.check != Check::Done => {
-                entry.check = Check::Done;
-                true
-            }
-            _ => false,
-        };
-        if !pending {
-            return;
-        }
-        if self.checked.is_empty() {
-            self.checked.resize(CHECKED, 0);
-        }
-        let mark = Place::of(db, name).mark;
-        if let Some(checked) = self.checked.get_mut(mark) {
-            *checked = checked_key(db, name);
-        }
-    }
-
-    /// The entry of `name` in `db`, if it is kept.
-    fn entry_mut(&mut self, db: i32, name: &[u8]) -> Option<&mut Entry> {
-        let slot = self.tagged(&Place::of(db, name))?;
-        match self.entries.get_mut(slot) {
-            Some(Some(entry)) if entry.is(db, name) => Some(entry),
-            _ => None,
-        }
-    }
-
-    /// Forgets the entry of `name` in `db`, if one is kept, and that its check was done: its
-    /// hash changed or is gone. Returns the entry, for the caller to free outside its lock.
+    /// Forgets the entry of `name` in `db`, if one is kept: its hash changed or is gone.
+    /// Returns the entry, for the caller to free outside its lock.
     #[must_use]
     pub(super) fn forget(&mut self, db: i32, name: &[u8]) -> Option<Entry> {
-        let place = Place::of(db, name);
-        if let Some(mark) = self.checked.get_mut(place.mark) {
-            if *mark != 0 && *mark == checked_key(db, name) {
-                *mark = 0;
-            }
-        }
-        let slot = self.tagged(&place)?;
+        let slot = self.tagged(&Place::of(db, name))?;
         let (Some(entry), Some(tag)) = (self.entries.get_mut(slot), self.tags.get_mut(slot)) else {
             return None;
         };
@@ -355,12 +229,11 @@ impl Table {
         entry.take()
     }
 
-    /// Forgets every entry and mark: a whole database changed at once. Not how calls spread,
-    /// which is the same after.
+    /// Forgets every entry: a whole database changed at once. Not how calls spread, which is
+    /// the same after.
     pub fn forget_all(&mut self) {
         self.entries.iter_mut().for_each(|entry| *entry = None);
         self.tags.iter_mut().for_each(|tag| *tag = 0);
-        self.checked.iter_mut().for_each(|mark| *mark = 0);
     }
 
     /// Holds the table in use whatever the calls' spread, or lets the spread decide again from
@@ -400,10 +273,6 @@ mod tests {
             self.known(&Context::dummy(), db, name, &Place::of(db, name))
         }
 
-        fn check_of(&mut self, name: &[u8]) -> Option<Check> {
-            self.known_now(0, name).map(|known| known.check)
-        }
-
         /// The configuration kept for `name`, without using it.
         fn peek(&self, db: i32, name: &[u8]) -> Option<Config> {
             let slot = self.tagged(&Place::of(db, name))?;
@@ -416,12 +285,12 @@ mod tests {
         /// A read of `name`'s configuration, as the store makes it.
         fn read(&mut self, db: i32, name: &[u8], fields: usize, config: Config) {
             if self.admits(name) {
-                self.keep(db, name, fields, config, Check::Done);
+                self.keep(db, name, fields, config);
             }
         }
 
-        fn keep(&mut self, db: i32, name: &[u8], fields: usize, config: Config, check: Check) {
-            drop(self.remember(db, name, fields, config, check));
+        fn keep(&mut self, db: i32, name: &[u8], fields: usize, config: Config) {
+            drop(self.remember(db, name, fields, config));
         }
 
         fn drop_entry(&mut self, db: i32, name: &[u8]) {
@@ -439,12 +308,7 @@ mod tests {
         }
     }
 
-    const PENDING: Check = Check::Pending {
-        present: 0b111,
-        uses: 0,
-    };
-
-    /// Names enough to share slots and marks.
+    /// Names enough to share slots.
     fn names() -> Vec<Vec<u8>> {
         (0..SLOTS * 4)
             .map(|i| format!("n{i}").into_bytes())
@@ -511,30 +375,6 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_check_counts_uses_until_it_passes_for_its_name_only() {
-        let mut table = Table::new();
-        table.keep(0, b"api", 3, config(10), PENDING);
-        table.keep(0, b"web", 3, config(10), PENDING);
-        assert_eq!(table.check_of(b"api"), Some(PENDING));
-        assert!(!PENDING.pending_and_due(), "not at the first use");
-        table.used_unchecked(0, b"api");
-        let used = Check::Pending {
-            present: 0b111,
-            uses: 1,
-        };
-        assert_eq!(table.check_of(b"api"), Some(used));
-        assert!(used.pending_and_due() && !Check::Done.pending_and_due());
-        table.passed_check(0, b"api");
-        table.passed_check(1, b"web");
-        assert_eq!(table.check_of(b"api"), Some(Check::Done));
-        assert_eq!(
-            table.check_of(b"web"),
-            Some(PENDING),
-            "another name, another db"
-        );
-    }
-
-    #[test]
     fn names_sharing_a_slot_replace_each_other_and_are_never_taken_for_each_other() {
         let names = names();
         let (first, twin) = twins(&names);
@@ -588,39 +428,6 @@ mod tests {
     }
 
     #[test]
-    fn a_name_checked_needs_no_check_when_kept_again_until_it_is_forgotten() {
-        let names = names();
-        let (first, twin) = twins(&names);
-        let mut table = Table::new();
-        table.keep(0, first, 3, config(1), PENDING);
-        table.passed_check(0, first);
-        table.keep(0, twin, 3, config(2), PENDING);
-        assert_eq!(table.peek(0, first), None, "the twin took the slot");
-        table.keep(0, first, 3, config(1), PENDING);
-        assert_eq!(table.check_of(first), Some(Check::Done), "checked before");
-        table.keep(0, twin, 3, config(2), PENDING);
-        table.keep(0, twin, 3, config(2), PENDING);
-        assert_eq!(table.check_of(twin), Some(PENDING), "never checked");
-        table.drop_entry(0, first);
-        table.drop_entry(0, twin);
-        table.keep(0, first, 3, config(1), PENDING);
-        assert_eq!(
-            table.check_of(first),
-            Some(PENDING),
-            "forgotten, checked again"
-        );
-        // A check that passed for an entry forgotten meanwhile marks nothing.
-        table.drop_entry(0, first);
-        table.passed_check(0, first);
-        table.keep(0, first, 3, config(1), PENDING);
-        assert_eq!(
-            table.check_of(first),
-            Some(PENDING),
-            "forgotten before it passed"
-        );
-    }
-
-    #[test]
     fn calls_over_many_limiters_take_the_table_out_of_use_and_few_bring_it_back() {
         let mut table = Table::new();
         let phase = |table: &mut Table, calls: usize, name: &dyn Fn(usize) -> Vec<u8>| {
@@ -648,7 +455,7 @@ mod tests {
         assert!(phase(&mut table, calls, &few), "back in use");
         table.read(0, b"api", 3, config(10));
         assert_eq!(table.peek(0, b"api"), Some(config(10)), "kept in use");
-        table.keep(0, b"web", 3, config(10), Check::Done);
+        table.keep(0, b"web", 3, config(10));
         assert!(
             !phase(&mut table, calls, &|i| many(i + 2 * calls)),
             "out again"

@@ -60,25 +60,19 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
-        let mut may_keep = true;
         if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
-            match config_cache::use_kept(self.ctx, self.db, self.name, known) {
-                Some(config) => return Ok(Some(config)),
-                None => may_keep = false,
-            }
+            return Ok(Some(known.config));
         }
         let config = self.read_config()?;
-        if may_keep {
-            config_cache::keep(
-                self.ctx,
-                self.db,
-                self.name,
-                fields,
-                config.config,
-                config.present,
-                || self.hash.has_field_ttls(),
-            );
-        }
+        config_cache::keep(
+            self.ctx,
+            self.db,
+            self.name,
+            fields,
+            config.config,
+            config.present,
+            || self.hash.has_field_ttls(),
+        );
         Ok(Some(config.config))
     }
 
