@@ -29,7 +29,7 @@ pub fn keep(
     // Admitted before subscribing: a server whose table is out of use does not subscribe to
     // events it would then be called back for on every write (on Redis 7.0, each keep-alive's
     // expiries).
-    if !(super::admits(name) && watch(ctx)) {
+    if !(super::admits(db, name) && watch(ctx)) {
         return;
     }
     if without_field_ttls(field_ttls(ctx), has_field_ttls, || {

@@ -79,9 +79,9 @@ pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     table().lookup(ctx, db, name)
 }
 
-/// Whether a configuration just read for `name` should be kept (see [`Table::admits`]).
-fn admits(name: &[u8]) -> bool {
-    on() && table().admits(name)
+/// Whether a configuration just read for `name` in `db` should be kept (see [`Table::admits`]).
+fn admits(db: i32, name: &[u8]) -> bool {
+    on() && table().admits(db, name)
 }
 
 /// Keeps a configuration read from a hash of `fields` fields (see [`Table::remember`]).

@@ -38,6 +38,11 @@ fn every_change_to_a_limiter_hash_reaches_the_next_call() {
     set_clock(&mut con, T0);
     run_line(&mut con, "RATELIMIT.SETRATE api 5 1000");
     assert_eq!(seen_rate(&mut con, "api"), 5);
+    assert_eq!(
+        configs_kept(&mut con),
+        "1",
+        "kept: else no change below could meet a stale configuration"
+    );
 
     // Plain hash commands, as a script, in a transaction.
     run_line(&mut con, "HSET api rate 6");
@@ -276,6 +281,11 @@ fn a_field_expiring_after(ttl: i64) -> Option<bool> {
         checked > 0,
         ttls == FieldTtls::Hidden,
         "kept and checked where the server hides field TTLs ({ttls:?}), never elsewhere"
+    );
+    assert_eq!(
+        configs_kept(&mut con),
+        "1",
+        "kept before the TTL: else nothing here could be stale"
     );
     let expires_at = expire_rate_field(&mut con, ttl);
     for _ in 0..4 {
