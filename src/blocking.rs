@@ -318,8 +318,18 @@ fn serve(ctx: &Context, queue: QueueId) {
             // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.
             Err(e) => Served::Failed(e.to_string()),
         };
+        let granted = matches!(served, Served::Acquired);
         if let Some(removed) = take(ctx, head.waiter) {
             unblock(removed.bc, served);
+        }
+        if let (true, Some(ticket)) = (granted, &request.ticket) {
+            // The same wait resent and queued behind it (its first connection not yet seen
+            // closed) is answered by this grant at once, taking nothing.
+            for waiter in queue::with_ticket(ticket, &head.state) {
+                if let Some(removed) = take(ctx, waiter) {
+                    unblock(removed.bc, Served::Acquired);
+                }
+            }
         }
     }
 }
@@ -344,15 +354,28 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
     }
 }
 
-/// The wait hint a waiter that gives up is told.
+/// What a waiter that leaves without a grant of its own is told: the wait hint, or nil if its
+/// ticket was granted meanwhile to the same wait on another connection (it then takes nothing).
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     server::select_db(ctx, removed.db);
     let request = &removed.request;
+    let client = request.client.as_deref();
+    let now = clock::now_ms();
     let hint = LimiterKeys::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-        limiter.wait_hint(request.client.as_deref(), request.permits, clock::now_ms())
+        if let Some(ticket) = &request.ticket {
+            let fate = limiter
+                .waiting_state(client)
+                .ok()
+                .and_then(|(state, _)| tickets::fate(ticket, &state, now));
+            if let Some(Fate::Granted { .. }) = fate {
+                return Ok(None);
+            }
+        }
+        limiter.wait_hint(client, request.permits, now).map(Some)
     });
     match hint {
-        Ok(ms) => Served::Wait(ms),
+        Ok(Some(ms)) => Served::Wait(ms),
+        Ok(None) => Served::Acquired,
         Err(e) => Served::Failed(e.to_string()),
     }
 }

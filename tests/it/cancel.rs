@@ -185,6 +185,37 @@ fn two_waiters_with_one_ticket_take_one_permit() {
     assert_eq!(stat(&mut con, "acquired"), 3);
 }
 
+/// A resend queued behind another waiter, not next to the wait it repeats: the grant of the old
+/// wait answers it at once, not when it reaches the head of the queue.
+#[test]
+fn a_resend_queued_behind_others_is_answered_by_the_first_grant_at_once() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "dr 1 60000");
+    assert_eq!(try_acquire(&mut con, "dr", 1), None);
+    let old = park(&server, &mut con, "RATELIMIT.ACQUIRE dr TICKET e");
+    let other = park(&server, &mut con, "RATELIMIT.ACQUIRE dr");
+    let resent = park(
+        &server,
+        &mut con,
+        "RATELIMIT.ACQUIRE dr TICKET e TIMEOUT 600000",
+    );
+    advance(&mut con, 60_000);
+    assert_eq!(served(old).reply, Reply::Acquired);
+    assert_eq!(
+        served(resent).reply,
+        Reply::Acquired,
+        "from the first grant"
+    );
+    wait_blocked(&mut con, 1);
+    assert!(!other.is_done(), "no permit free for the one between");
+    assert_eq!(logged_permits(&mut con, "{dr}:permits"), 1);
+    assert_eq!(stat(&mut con, "timeouts"), 0);
+    advance(&mut con, 60_000);
+    assert_eq!(served(other).reply, Reply::Acquired);
+}
+
 #[test]
 fn cancel_after_the_grant_lapsed_or_of_an_unknown_ticket_does_nothing() {
     let server = Server::start();
