@@ -4,12 +4,13 @@
 //!
 //! Memory of this server only, as the queue is: a replica or a restarted server starts empty,
 //! where a CANCEL finds nothing to give back (the grant stays logged until it expires: the
-//! limiter admits less for one interval, never more). Bounded: at most [`CAPACITY`] tickets,
-//! the oldest forgotten first, each forgotten anyway when its grant expires. Forgetting a grant
-//! early can only make the limiter admit less. About 280 bytes a ticket (a 36-byte UUID; the
-//! limiter's name is not kept, only a fingerprint of its state), so about 18 MB at the cap, given
-//! back as tickets lapse. Everything here runs on Redis's main thread, so the table is a
-//! thread-local.
+//! limiter admits less for one interval, never more). Bounded: at most [`CAPACITY`] tickets. A
+//! lapsed ticket is dropped lazily: when looked up, when it is the oldest, or, the table being
+//! full, by a sweep of all lapsed ones before the oldest live ticket is forgotten. Forgetting a
+//! grant early can only make the limiter admit less. About 280 bytes a ticket (a 36-byte UUID;
+//! the limiter's name is not kept, only a fingerprint of its state), so about 18 MB at the cap;
+//! the memory goes back to the server when the table, emptied to a quarter, shrinks. Everything
+//! here runs on Redis's main thread, so the table is a thread-local.
 
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
@@ -26,6 +27,9 @@ use crate::sliding_log::Entry;
 
 /// The most tickets remembered at once.
 pub const CAPACITY: usize = 65_536;
+
+/// How many tickets are remembered between two sweeps of the lapsed ones from a full table.
+const SWEEP_EVERY: usize = CAPACITY / 8;
 
 /// The table's room (in tickets) below which it is never shrunk.
 const SHRINK_ABOVE: usize = 1024;
@@ -71,6 +75,9 @@ struct Remembered {
 
 #[derive(Default)]
 struct Table {
+    /// Remembers until the next sweep of lapsed tickets may run: a full table sweeps at most
+    /// once per [`SWEEP_EVERY`] tickets remembered, O(1) amortized.
+    sweep_in: usize,
     tickets: HashMap<Rc<[u8]>, Remembered>,
     /// Keyed anew for each load of the module, as a HashMap's own hashing is.
     states: RandomState,
@@ -159,22 +166,20 @@ fn remember(ticket: &[u8], state: &StateId, fate: Fate, lapses_at: i64, now: i64
             },
         );
         t.order.push_back((seq, ticket));
+        t.sweep_in = t.sweep_in.saturating_sub(1);
         t.trim(now);
     });
 }
 
 impl Table {
-    fn fingerprint(&self, state: &StateId) -> u64 {
-        self.states.hash_one(state)
-    }
-
-    /// Drops the oldest tickets while over capacity or lapsed, and stale places in `order`.
-    fn trim(&mut self, now: i64) {
+    /// Drops the oldest tickets while lapsed (or, `over_capacity`, while the table is over its
+    /// capacity), and the stale places in front of `order`.
+    fn drop_oldest(&mut self, now: i64, over_capacity: bool) {
         while let Some((seq, ticket)) = self.order.front() {
             let current = self.tickets.get(ticket).filter(|r| r.seq == *seq);
             let drop_it = match current {
                 None => true,
-                Some(r) => r.lapses_at <= now || self.tickets.len() > CAPACITY,
+                Some(r) => r.lapses_at <= now || (over_capacity && self.tickets.len() > CAPACITY),
             };
             if !drop_it {
                 break;
@@ -184,12 +189,35 @@ impl Table {
             }
             self.order.pop_front();
         }
+    }
+
+    /// Drops the places in `order` of tickets forgotten or remembered again since.
+    fn compact_order(&mut self) {
+        let tickets = &self.tickets;
+        self.order
+            .retain(|(seq, ticket)| tickets.get(ticket).is_some_and(|r| r.seq == *seq));
+    }
+
+    fn fingerprint(&self, state: &StateId) -> u64 {
+        self.states.hash_one(state)
+    }
+
+    /// Drops lapsed tickets and stale places in `order`, then, while over capacity, the oldest.
+    /// A long-lived oldest ticket (a cancel, a grant on a long interval) keeps lapsed ones behind
+    /// it, so a full table first sweeps out every lapsed ticket: a live one is forgotten only
+    /// when the lapsed are gone (or lapsed since the last sweep).
+    fn trim(&mut self, now: i64) {
+        self.drop_oldest(now, false);
+        if self.tickets.len() > CAPACITY && self.sweep_in == 0 {
+            self.sweep_in = SWEEP_EVERY;
+            self.tickets.retain(|_, r| r.lapses_at > now);
+            self.compact_order();
+        }
+        self.drop_oldest(now, true);
         // Places made stale behind a long-lived oldest ticket: compacted once they outnumber
         // the tickets, so `order` stays within twice the capacity, at O(1) amortized.
         if self.order.len() > 2 * CAPACITY.max(self.tickets.len()) {
-            let tickets = &self.tickets;
-            self.order
-                .retain(|(seq, ticket)| tickets.get(ticket).is_some_and(|r| r.seq == *seq));
+            self.compact_order();
         }
         // After a burst has lapsed, its memory goes back to the server (halving at most once per
         // as many removals as the table then holds: O(1) amortized).
@@ -294,6 +322,29 @@ mod tests {
             );
             assert!(t.order.capacity() <= SHRINK_ABOVE, "{}", t.order.capacity());
         });
+    }
+
+    #[test]
+    fn a_full_table_sweeps_out_lapsed_tickets_before_a_live_one() {
+        reset();
+        // A cancel, kept ten minutes, in front of grants lapsing at 100.
+        assert_eq!(cancel(b"long", &state("a"), 0), None);
+        for i in 1..CAPACITY {
+            granted(i.to_string().as_bytes(), state("a"), entry(0), 1, 100, 0);
+        }
+        assert_eq!(len(), CAPACITY);
+        granted(b"new", state("a"), entry(200), 1, 1200, 200);
+        assert_eq!(len(), 2, "the lapsed went, not the live");
+        assert_eq!(fate(b"long", &state("a"), 201), Some(Fate::Cancelled));
+        with(|t| assert_eq!(t.order.len(), 2));
+        // Full of live tickets: the oldest goes.
+        reset();
+        for i in 0..=CAPACITY {
+            granted(i.to_string().as_bytes(), state("a"), entry(0), 1, 100, 0);
+        }
+        assert_eq!(len(), CAPACITY);
+        assert_eq!(fate(b"0", &state("a"), 1), None, "the oldest, dropped");
+        assert!(fate(b"1", &state("a"), 1).is_some());
     }
 
     #[test]
