@@ -28,7 +28,7 @@ use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
-use crate::key::{self, Read, Write};
+use crate::key::{self, OpenMode, Read, Write};
 use crate::queue::{self, QueueId, Removed, Request, StateId, WaiterId};
 use crate::sliding_log::{Config, Outcome, Reset};
 use crate::stats;
@@ -177,9 +177,10 @@ pub fn cancel(
         _ => 0,
     };
     let _ = tickets::cancel(ticket, &state, now);
+    let waiters = waiters_with_ticket(&limiter, key, ticket, &state);
     drop(limiter);
     let mut ended = 0;
-    for waiter in queue::with_ticket(ticket, &state) {
+    for waiter in waiters {
         if let Some(removed) = take(ctx, waiter) {
             ended += 1;
             unblock(removed.bc, hint_for(ctx, &removed));
@@ -193,6 +194,36 @@ pub fn cancel(
         nudge(ctx, key);
     }
     Ok(given_back)
+}
+
+/// The waiters carrying `ticket` whose wait is on `state` of `limiter` (named `name`) now: a
+/// queue keeps the state it was made on, which a SETRATE changing the mode (OVERALL or
+/// PER_CLIENT) leaves behind; its waiters are granted on the state their CLIENT gives now.
+fn waiters_with_ticket<M: OpenMode>(
+    limiter: &LimiterKeys<'_, M>,
+    name: &[u8],
+    ticket: &[u8],
+    state: &StateId,
+) -> Vec<WaiterId> {
+    queue::with_ticket(ticket)
+        .into_iter()
+        .filter(|(_, db, request)| {
+            *db == state.db
+                && request.name == name
+                && limiter
+                    .waiting_state(request.client.as_deref())
+                    .is_ok_and(|(now_on, _)| now_on == *state)
+        })
+        .map(|(waiter, ..)| waiter)
+        .collect()
+}
+
+/// What serving a queue's head found.
+enum Step {
+    /// Its ticket was granted or cancelled on the state it waits on.
+    Known(Fate),
+    /// Tried; with a grant, the other waiters carrying its ticket (the same wait, resent).
+    Tried(Outcome, Vec<WaiterId>),
 }
 
 /// Something may have freed permits of limiter `name` (in the context's database).
@@ -270,64 +301,64 @@ fn serve(ctx: &Context, queue: QueueId) {
     while let Some(head) = queue::head(queue) {
         server::select_db(ctx, head.state.db);
         let request = &head.request;
+        let client = request.client.as_deref();
+        let ticket = request.ticket.as_deref();
         let now = clock::now_ms();
-        let known = request
-            .ticket
-            .as_deref()
-            .and_then(|ticket| tickets::fate(ticket, &head.state, now));
-        match known {
+        let step = LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+            // The state it is granted on now, which a change of mode may have made another than
+            // its queue's: its ticket is looked up and remembered there, where CANCEL looks.
+            let (state, _) = limiter.waiting_state(client)?;
+            if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, &state, now)) {
+                return Ok(Step::Known(fate));
+            }
+            let verdict = limiter.try_acquire(
+                client,
+                request.permits,
+                now,
+                Turn::FirstInLine,
+                None,
+                Reset::NotWanted,
+            )?;
+            let mut same_wait = Vec::new();
+            if let (Outcome::Acquired, Some(ticket)) = (verdict.outcome, ticket) {
+                remember_grant(ticket, state.clone(), &verdict, now);
+                same_wait = waiters_with_ticket(&limiter, &request.name, ticket, &state);
+                same_wait.retain(|&waiter| waiter != head.waiter);
+            }
+            Ok(Step::Tried(verdict.outcome, same_wait))
+        });
+        match step {
             // The same wait, resent after a reconnect, was granted on the old connection.
-            Some(Fate::Granted { .. }) => {
+            Ok(Step::Known(Fate::Granted { .. })) => {
                 if let Some(removed) = take(ctx, head.waiter) {
                     unblock(removed.bc, Served::Acquired);
                 }
-                continue;
             }
             // Cancelled after it was queued (CANCEL removes those it finds): it takes nothing.
-            Some(Fate::Cancelled) => {
+            Ok(Step::Known(Fate::Cancelled)) => {
                 if let Some(removed) = take(ctx, head.waiter) {
                     unblock(removed.bc, hint_for(ctx, &removed));
                 }
-                continue;
             }
-            None => {}
-        }
-        let result =
-            LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-                limiter.try_acquire(
-                    request.client.as_deref(),
-                    request.permits,
-                    now,
-                    Turn::FirstInLine,
-                    None,
-                    Reset::NotWanted,
-                )
-            });
-        let served = match result {
-            Ok(Verdict {
-                outcome: Outcome::Wait(ms),
-                ..
-            }) => return schedule(ctx, queue, ms),
-            Ok(verdict) => {
+            Ok(Step::Tried(Outcome::Wait(ms), _)) => return schedule(ctx, queue, ms),
+            Ok(Step::Tried(Outcome::Acquired, same_wait)) => {
                 stats::add(&stats::ACQUIRED);
-                if let Some(ticket) = &request.ticket {
-                    remember_grant(ticket, head.state.clone(), &verdict, now);
+                if let Some(removed) = take(ctx, head.waiter) {
+                    unblock(removed.bc, Served::Acquired);
                 }
-                Served::Acquired
+                // The same wait resent and queued behind it (its first connection not yet seen
+                // closed) is answered by this grant at once, taking nothing.
+                for waiter in same_wait {
+                    if let Some(removed) = take(ctx, waiter) {
+                        unblock(removed.bc, Served::Acquired);
+                        after_leaving(ctx, &removed);
+                    }
+                }
             }
             // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.
-            Err(e) => Served::Failed(e.to_string()),
-        };
-        let granted = matches!(served, Served::Acquired);
-        if let Some(removed) = take(ctx, head.waiter) {
-            unblock(removed.bc, served);
-        }
-        if let (true, Some(ticket)) = (granted, &request.ticket) {
-            // The same wait resent and queued behind it (its first connection not yet seen
-            // closed) is answered by this grant at once, taking nothing.
-            for waiter in queue::with_ticket(ticket, &head.state) {
-                if let Some(removed) = take(ctx, waiter) {
-                    unblock(removed.bc, Served::Acquired);
+            Err(e) => {
+                if let Some(removed) = take(ctx, head.waiter) {
+                    unblock(removed.bc, Served::Failed(e.to_string()));
                 }
             }
         }

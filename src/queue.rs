@@ -250,20 +250,18 @@ pub fn remove(waiter: WaiterId) -> Option<Removed> {
     })
 }
 
-/// The waiters carrying `ticket` queued on `state`.
-pub fn with_ticket(ticket: &[u8], state: &StateId) -> Vec<WaiterId> {
+/// The waiters carrying `ticket`, each with its database and request.
+pub fn with_ticket(ticket: &[u8]) -> Vec<(WaiterId, i32, Request)> {
     with(|r| {
         let Some(waiters) = r.by_ticket.get(ticket) else {
             return Vec::new();
         };
         waiters
             .iter()
-            .copied()
-            .filter(|w| {
-                r.waiter_queue
-                    .get(w)
-                    .and_then(|q| r.queues.get(q))
-                    .is_some_and(|q| q.state == *state)
+            .filter_map(|&id| {
+                let queue = r.queues.get(r.waiter_queue.get(&id)?)?;
+                let waiter = queue.waiters.iter().find(|w| w.id == id)?;
+                Some((id, queue.state.db, waiter.request.clone()))
             })
             .collect()
     })
@@ -402,8 +400,12 @@ mod tests {
         assert!(timers().is_empty());
     }
 
+    fn ids(found: Vec<(WaiterId, i32, Request)>) -> Vec<WaiterId> {
+        found.into_iter().map(|(id, ..)| id).collect()
+    }
+
     #[test]
-    fn waiters_are_found_by_ticket_on_their_state() {
+    fn waiters_are_found_by_ticket() {
         let ticketed = |ticket: &str| Request {
             ticket: Some(ticket.as_bytes().to_vec()),
             ..request(1)
@@ -412,15 +414,15 @@ mod tests {
         let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1));
         let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"));
         let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"));
-        assert_eq!(with_ticket(b"x", &state("t")), vec![a, c]);
-        assert_eq!(with_ticket(b"x", &state("u")), vec![d]);
-        assert!(with_ticket(b"y", &state("t")).is_empty());
+        assert_eq!(ids(with_ticket(b"x")), vec![a, c, d]);
+        assert_eq!(with_ticket(b"x")[0], (a, 0, ticketed("x")));
+        assert!(with_ticket(b"y").is_empty());
         remove(a);
-        assert_eq!(with_ticket(b"x", &state("t")), vec![c]);
+        assert_eq!(ids(with_ticket(b"x")), vec![c, d]);
         for w in [b, c, d] {
             remove(w);
         }
-        assert!(with_ticket(b"x", &state("u")).is_empty());
+        assert!(with_ticket(b"x").is_empty());
         with(|r| assert!(r.by_ticket.is_empty()));
     }
 }

@@ -255,6 +255,42 @@ fn per_client_tickets_belong_to_their_client_state() {
     assert_eq!(try_acquire_client(&mut con, "pc", "a"), None);
 }
 
+/// A queue keeps the state it was made on; after SETRATE changes the mode, its waiters are
+/// granted on the state the new mode gives them, and their tickets belong to that state: CANCEL
+/// naming it finds the waiter, and a grant made there is given back.
+#[test]
+fn after_a_change_of_mode_a_ticket_belongs_to_the_state_its_wait_is_granted_on() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    let mode = |con: &mut Connection, args: &str| {
+        let _: i64 = line(con, &format!("RATELIMIT.SETRATE md 1 60000 {args}")).expect("SETRATE");
+    };
+    mode(&mut con, "PER_CLIENT");
+    assert_eq!(try_acquire_client(&mut con, "md", "c"), None);
+    mode(&mut con, "");
+    assert_eq!(try_acquire(&mut con, "md", 1), None);
+    // Queued on the OVERALL state, then the limiter becomes PER_CLIENT again.
+    let given_up = park(
+        &server,
+        &mut con,
+        "RATELIMIT.ACQUIRE md CLIENT c TICKET w2 TIMEOUT 0",
+    );
+    let granted = park(
+        &server,
+        &mut con,
+        "RATELIMIT.ACQUIRE md CLIENT c TICKET w3 TIMEOUT 0",
+    );
+    mode(&mut con, "PER_CLIENT");
+    assert_eq!(cancel(&mut con, "md w2 CLIENT c"), 0);
+    assert_eq!(served(given_up).reply, Reply::Wait(60_000));
+    wait_blocked(&mut con, 1);
+    advance(&mut con, 60_000);
+    assert_eq!(served(granted).reply, Reply::Acquired, "on c's state");
+    assert_eq!(cancel(&mut con, "md w3 CLIENT c"), 1, "given back");
+    assert_eq!(try_acquire_client(&mut con, "md", "c"), None);
+}
+
 fn try_acquire_client(con: &mut Connection, key: &str, client: &str) -> Option<i64> {
     line(con, &format!("RATELIMIT.TRYACQUIRE {key} CLIENT {client}")).expect("TRYACQUIRE")
 }
