@@ -29,8 +29,9 @@ pub fn member_print(member: &[u8]) -> Option<u64> {
 }
 
 impl<M: OpenMode> State<'_, M> {
-    /// Logs an acquisition; returns the fingerprint ([`id_print`]) of the entry it went into. Grants scored alike (the same millisecond, or the same precision
-    /// bucket) share one entry: one already logged at that score has its permits raised, under
+    /// Logs an acquisition; returns the fingerprint ([`id_print`]) of the entry it went into.
+    /// Grants scored alike (the same millisecond, or the same precision bucket) share one
+    /// entry: one already logged at that score has its permits raised, under
     /// the same id (ZREM + ZADD); otherwise a new entry gets a fresh random id. ZADD NX never
     /// overwrites a member, so an id already in the log (a 2^-128 chance) is redrawn instead of
     /// losing an acquisition.

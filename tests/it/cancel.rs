@@ -53,7 +53,8 @@ fn cancel_ends_a_queued_wait_with_the_timeout_reply_and_writes_nothing() {
     // The others keep their order: the head first, the last after it.
     advance(&mut con, 60_000);
     assert_eq!(served(first).reply, Reply::Acquired);
-    sleep_ms(50);
+    // Served in the same pass as the head: still blocked once the head has its reply.
+    wait_blocked(&mut con, 1);
     assert!(!last.is_done(), "served with no permit free");
     // A grant given back goes to the head of the queue at once.
     let behind = park(&server, &mut con, "RATELIMIT.ACQUIRE api TICKET c");
