@@ -162,15 +162,33 @@ fn a_resend_of_a_granted_ticket_replies_nil_and_writes_nothing() {
 
 #[test]
 fn two_waiters_with_one_ticket_take_one_permit() {
+    two_waiters_with_one_ticket(false);
+}
+
+/// A resend queued behind another waiter, not next to the wait it repeats: the grant of the old
+/// wait answers it at once, not when it reaches the head of the queue.
+#[test]
+fn a_resend_queued_behind_others_is_answered_by_the_first_grant_at_once() {
+    two_waiters_with_one_ticket(true);
+}
+
+/// The wait of a connection not yet seen closed, and its resend, queued next to it or behind
+/// another waiter: one grant answers both, one permit taken.
+fn two_waiters_with_one_ticket(resend_behind_other: bool) {
     let server = Server::start();
     let mut con = server.conn();
     set_clock(&mut con, T0);
     setrate(&mut con, "api 1 60000");
     assert_eq!(try_acquire(&mut con, "api", 1), None);
-    // The wait of a connection not yet seen closed, and its resend.
     let old = park(&server, &mut con, "RATELIMIT.ACQUIRE api TICKET dup");
-    let resent = park(&server, &mut con, "RATELIMIT.ACQUIRE api TICKET dup");
-    let other = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+    let resend = "RATELIMIT.ACQUIRE api TICKET dup TIMEOUT 600000";
+    let (resent, other) = if resend_behind_other {
+        let other = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+        (park(&server, &mut con, resend), other)
+    } else {
+        let resent = park(&server, &mut con, resend);
+        (resent, park(&server, &mut con, "RATELIMIT.ACQUIRE api"))
+    };
     advance(&mut con, 60_000);
     assert_eq!(served(old).reply, Reply::Acquired);
     assert_eq!(
@@ -181,40 +199,10 @@ fn two_waiters_with_one_ticket_take_one_permit() {
     wait_blocked(&mut con, 1);
     assert!(!other.is_done(), "the resend took no permit");
     assert_eq!(logged_permits(&mut con, "{api}:permits"), 1);
-    advance(&mut con, 60_000);
-    assert_eq!(served(other).reply, Reply::Acquired);
-    assert_eq!(stat(&mut con, "acquired"), 3);
-}
-
-/// A resend queued behind another waiter, not next to the wait it repeats: the grant of the old
-/// wait answers it at once, not when it reaches the head of the queue.
-#[test]
-fn a_resend_queued_behind_others_is_answered_by_the_first_grant_at_once() {
-    let server = Server::start();
-    let mut con = server.conn();
-    set_clock(&mut con, T0);
-    setrate(&mut con, "dr 1 60000");
-    assert_eq!(try_acquire(&mut con, "dr", 1), None);
-    let old = park(&server, &mut con, "RATELIMIT.ACQUIRE dr TICKET e");
-    let other = park(&server, &mut con, "RATELIMIT.ACQUIRE dr");
-    let resent = park(
-        &server,
-        &mut con,
-        "RATELIMIT.ACQUIRE dr TICKET e TIMEOUT 600000",
-    );
-    advance(&mut con, 60_000);
-    assert_eq!(served(old).reply, Reply::Acquired);
-    assert_eq!(
-        served(resent).reply,
-        Reply::Acquired,
-        "from the first grant"
-    );
-    wait_blocked(&mut con, 1);
-    assert!(!other.is_done(), "no permit free for the one between");
-    assert_eq!(logged_permits(&mut con, "{dr}:permits"), 1);
     assert_eq!(stat(&mut con, "timeouts"), 0);
     advance(&mut con, 60_000);
     assert_eq!(served(other).reply, Reply::Acquired);
+    assert_eq!(stat(&mut con, "acquired"), 3);
 }
 
 #[test]
