@@ -146,10 +146,30 @@ final class Acquisition {
                                     + "closing its connection instead", permits, key, e.toString());
                             future.cancel(false);
                         }
-                    } else if (givenBack instanceof Long && (Long) givenBack > 0) {
-                        LOG.debug("gave back {} permit(s) of {}: granted as the caller gave up", givenBack, key);
+                    } else {
+                        if (givenBack instanceof Long && (Long) givenBack > 0) {
+                            LOG.debug("gave back {} permit(s) of {}: granted as the caller gave up", givenBack, key);
+                        }
+                        closeIfStillBlocked(key);
                     }
                 });
+    }
+
+    /**
+     * After a CANCEL that succeeded, the blocked connection gets its last reply at once: the wait
+     * hint of the waiter removed, or the grant given back. One still blocked after the response
+     * timeout was not ended (a waiter the server could not match to the ticket): its connection
+     * is closed, so it is not held out of Redisson's pool for the rest of a wait nobody awaits.
+     */
+    private void closeIfStillBlocked(String key) {
+        limiter.executor().getServiceManager().newTimeout(t -> {
+            Future<?> future = inFlight;
+            if (future != null && !future.isDone()) {
+                LOG.warn("the wait for {} permit(s) of {} its caller gave up was still blocked after "
+                        + "RATELIMIT.CANCEL: closing its connection", permits, key);
+                future.cancel(false);
+            }
+        }, limiter.responseTimeoutMs(), TimeUnit.MILLISECONDS);
     }
 
     private void cancelInFlight() {
