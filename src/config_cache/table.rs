@@ -8,8 +8,9 @@
 //! keep and, on Redis 7.4 and Valkey 9, an `HPTTL`: about twice `config-cache no` for them.
 //!
 //! Kept at the first read, while the table is in use: calls spread over more limiters than
-//! slots take it out of use ([`super::spread`]) before keeping costs them anything, so a limiter
-//! read once in a long while is not kept at all.
+//! slots take it out of use ([`super::spread`]) after its first window (about 64 lookups, which
+//! keep what they read), so from then on a limiter read once in a long while is not kept at all;
+//! in use, only the reads that miss keep (at most about 1 in 16: more takes it out of use).
 //!
 //! What may be kept is [`super::guard`]'s to decide (not a hash with a field TTL, asked of the
 //! server where it does not show them): every entry here is used as it is, until an event
