@@ -443,8 +443,12 @@ impl Timer for Deadline {
             timer::stop(ctx, timer);
         }
         stats::sub(&stats::BLOCKED_CLIENTS);
-        stats::add(&stats::TIMEOUTS);
-        unblock(removed.bc, hint_for(ctx, &removed));
+        let served = hint_for(ctx, &removed);
+        // A waiter whose ticket was granted meanwhile is answered as acquired: not a timeout.
+        if matches!(served, Served::Wait(_)) {
+            stats::add(&stats::TIMEOUTS);
+        }
+        unblock(removed.bc, served);
         after_leaving(ctx, &removed);
     }
 }
