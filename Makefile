@@ -252,8 +252,11 @@ deps-aarch64:
 deps-deb:
 	$(call install_missing,lintian=lintian)
 
-dist: deps-dist
+## The module's tarballs, then the Java library's jar and pom beside them, then SHA256SUMS of all.
+dist: deps-dist deps-java
 	ZIG_VENV=$(ZIG_VENV) packaging/dist
+	packaging/dist-java
+	packaging/checksums target/dist
 
 dist-check: deps-dist
 	ZIG_VENV=$(ZIG_VENV) packaging/dist-check
