@@ -69,6 +69,7 @@ class ServerWindowTest extends ModuleTestBase {
         freezeClock();
         RRateLimiter l = NativeRateLimiters.get(redisson, "test");
         assertTrue(l.trySetRate(RateType.OVERALL, 18, Duration.ofSeconds(1)));
+        long acquiredBefore = Long.parseLong(raw.info("ratelimit", "ratelimit_acquired"));
         AtomicInteger granted = new AtomicInteger();
         AtomicInteger errors = new AtomicInteger();
         List<Thread> threads = new ArrayList<>();
@@ -90,7 +91,6 @@ class ServerWindowTest extends ModuleTestBase {
         }
         WaitGate gate = NativeRateLimiters.gate(redisson);
         Map<String, Entry> seen = new HashMap<>();
-        long acquiredBefore = Long.parseLong(raw.info("ratelimit", "ratelimit_acquired"));
         while (threads.stream().anyMatch(Thread::isAlive)) {
             long alive = threads.stream().filter(Thread::isAlive).count();
             // Settled: the server's grants all read by their callers, every live caller waiting again.
