@@ -17,6 +17,8 @@
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
+#   make test-java-upstream  Redisson 4.7.0's own RedissonRateLimiterTest against the library and
+#               Redisson's own limiter, on Redis 7.0 and Valkey 9 side by side (java/upstream/README.md)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
@@ -26,7 +28,7 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
-	test-java bench-java bench-config-cache test-busy \
+	test-java test-java-upstream bench-java bench-config-cache test-busy \
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
 	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64
 
@@ -175,6 +177,17 @@ test-java: build deps-java
 			END { printf "java library on Redisson %s: Tests run: %d, Failures: %d, Errors: %d, Skipped: %d\n", v, n, f, e, s }'; \
 	done; \
 	exit $$rc
+
+## Redisson 4.7.0's own RedissonRateLimiterTest, pinned unedited (java/upstream/README.md): against
+## Redisson's own limiter (the referee) and, with each getRateLimiter made NativeRateLimiters.get by
+## sed, against the library, on $(REDIS_SERVER) (Debian's Redis 7.0) and Valkey 9.1.2 (built under
+## target/valkey9 the first time): the four runs at once, about 4 minutes. Needs a JDK 21 or later
+## beside Java 17 (the test calls Thread.sleep(Duration)): UPSTREAM_JAVA_HOME, else the newest under
+## /usr/lib/jvm.
+test-java-upstream: build deps-java
+	@valkey="$$(.ci/fetch-shared valkey9)" && \
+		RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")" \
+		java/upstream/run redis7="$$(command -v $(REDIS_SERVER) || echo $(REDIS_SERVER))" valkey9="$$valkey"
 
 ## The Java library's bench on the release module: server CPU per call and client latency of the
 ## native limiter and Redisson's own, and how soon acquire() sees freed permits.

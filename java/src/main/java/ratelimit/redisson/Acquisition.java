@@ -43,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * found by CANCEL either, with the same outcome.
  * </ul>
  */
-final class Acquisition {
+final class Acquisition implements WaitGate.Waiter {
     private static final Logger LOG = LoggerFactory.getLogger(NativeRateLimiter.class);
 
     private final NativeRateLimiter limiter;
@@ -61,6 +61,8 @@ final class Acquisition {
     private volatile boolean nothingToCancel;
     /** Set when the server ended the wait with an error: nothing granted, nothing to cancel. */
     private volatile boolean serverEnded;
+    /** The client's gate: this wait holds one of its slots from its first send to its last reply. */
+    private final WaitGate gate;
 
     /** The TIMEOUT argument, written as what is left of the caller's timeout when it is sent. */
     private final Object timeoutArgument = new Object() {
@@ -79,6 +81,7 @@ final class Acquisition {
         this.permits = permits;
         this.timeoutMs = timeoutMs;
         this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, timeoutMs));
+        this.gate = limiter.gate();
     }
 
     /** Waits for {@code permits}: for ever when {@code timeoutMs} is -1, else up to that many ms. */
@@ -95,9 +98,40 @@ final class Acquisition {
                     new RedisResponseTimeoutException("no reply to RATELIMIT.ACQUIRE within its timeout ("
                             + timeoutMs + " ms) plus the response timeout")), grace, TimeUnit.MILLISECONDS);
             acquisition.result.whenComplete((acquired, error) -> guard.cancel());
+            // A caller still queued in the JVM when its timeout runs out: false, nothing was sent.
+            Timeout deadline = limiter.executor().getServiceManager().newTimeout(t -> {
+                if (acquisition.gate.withdraw(acquisition)) {
+                    acquisition.result.complete(false);
+                }
+            }, timeoutMs, TimeUnit.MILLISECONDS);
+            acquisition.result.whenComplete((acquired, error) -> deadline.cancel());
         }
-        acquisition.send();
+        acquisition.gate.enter(acquisition);
         return acquisition.result;
+    }
+
+    /**
+     * The gate let this wait go to the server. A caller who gave up meanwhile, or whose timeout
+     * ran out, sends nothing; where the module is known missing, Redisson's own wait (which holds
+     * no connection) runs instead.
+     */
+    @Override
+    public void admitted() {
+        if (result.isDone()) {
+            gate.leave();
+            return;
+        }
+        if (timeoutMs >= 0 && deadlineNanos - System.nanoTime() <= 0) {
+            gate.leave();
+            result.complete(false);
+            return;
+        }
+        if (!limiter.module().useModule()) {
+            gate.leave();
+            fallBack();
+            return;
+        }
+        send();
     }
 
     private void send() {
@@ -127,6 +161,9 @@ final class Acquisition {
      * (Redisson closes the blocked connection, and the server drops the waiter with it).
      */
     private void giveUp() {
+        if (gate.withdraw(this)) {
+            return; // still queued in the JVM: it sent nothing
+        }
         if (nothingToCancel) {
             cancelInFlight();
             return;
@@ -230,7 +267,16 @@ final class Acquisition {
             }
         }
 
+        /**
+         * The ACQUIRE's last reply, or its connection closed: its slot in the gate is given up,
+         * except when acquire() sends it again on the same slot.
+         */
         void completed(Object reply, Throwable error) {
+            if (error == null && replied && !granted && timeoutMs < 0 && !result.isDone()) {
+                send(); // a wait hint to acquire() (CLIENT UNBLOCK): it waits until it has its permits
+                return;
+            }
+            gate.leave();
             if (error != null) {
                 Throwable cause = ModuleSupport.unwrap(error);
                 if (!result.isDone() && ModuleSupport.isUnknownCommand(cause)) {
@@ -256,12 +302,8 @@ final class Acquisition {
             if (granted) {
                 return;
             }
-            // A wait hint: the timeout ran out, or CLIENT UNBLOCK ended the wait.
-            if (timeoutMs < 0) {
-                if (!result.isDone()) {
-                    send(); // acquire() waits until it has its permits
-                }
-            } else {
+            // A wait hint: the timeout ran out, or CLIENT UNBLOCK or CANCEL ended the wait.
+            if (timeoutMs >= 0) {
                 result.complete(false);
             }
         }

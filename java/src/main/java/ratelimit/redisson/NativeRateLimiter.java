@@ -37,12 +37,15 @@ public final class NativeRateLimiter implements RRateLimiter {
     /** Redisson's own limiter on the same name: the object methods, and the fallback. */
     private final RRateLimiter redissonLimiter;
     private final ModuleSupport module;
+    /** The client's bound on the waits it has in the server at once. */
+    private final WaitGate gate;
 
-    NativeRateLimiter(Redisson redisson, String name, ModuleSupport module) {
+    NativeRateLimiter(Redisson redisson, String name, ModuleSupport module, WaitGate gate) {
         this.redisson = redisson;
         this.executor = redisson.getCommandExecutor();
         this.redissonLimiter = redisson.getRateLimiter(name);
         this.module = module;
+        this.gate = gate;
     }
 
     /**
@@ -63,6 +66,10 @@ public final class NativeRateLimiter implements RRateLimiter {
 
     ModuleSupport module() {
         return module;
+    }
+
+    WaitGate gate() {
+        return gate;
     }
 
     /** The id Redisson's PER_CLIENT limiters key their state with: the client's. */

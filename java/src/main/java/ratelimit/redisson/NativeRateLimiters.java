@@ -36,6 +36,8 @@ import org.redisson.rx.RxProxyBuilder;
 public final class NativeRateLimiters {
     /** What each client has learnt about its servers, dropped with the client. */
     private static final Map<RedissonClient, ModuleSupport> SUPPORT = Collections.synchronizedMap(new WeakHashMap<>());
+    /** Each client's bound on its waits in the server, dropped with the client. */
+    private static final Map<RedissonClient, WaitGate> GATES = Collections.synchronizedMap(new WeakHashMap<>());
 
     private NativeRateLimiters() {
     }
@@ -49,7 +51,34 @@ public final class NativeRateLimiters {
      */
     public static NativeRateLimiter get(RedissonClient redisson, String name) {
         Redisson client = redisson(redisson);
-        return new NativeRateLimiter(client, name, support(client));
+        return new NativeRateLimiter(client, name, support(client), gate(client));
+    }
+
+    /**
+     * How many callers of this client's native limiters wait in the server at once, each holding
+     * one of the client's pooled connections while it does ({@code acquire()} and
+     * {@code tryAcquire} with a timeout). The callers beyond wait in the JVM, holding no
+     * connection, in the order they came, and go to the server as waits there end. The default
+     * is a quarter of the client's connection pool per master ({@code connectionPoolSize}, or
+     * {@code masterConnectionPoolSize}), at least 1: 16 of Redisson's default 64. The bound is
+     * per client, over all its limiters and, on a cluster, all its masters.
+     *
+     * @throws IllegalArgumentException if {@code maxWaits} is less than 1
+     */
+    public static void setMaxWaitsInServer(RedissonClient redisson, int maxWaits) {
+        gate(redisson(redisson)).setLimit(maxWaits);
+    }
+
+    /** The bound {@link #setMaxWaitsInServer} sets, or its default. */
+    public static int maxWaitsInServer(RedissonClient redisson) {
+        return gate(redisson(redisson)).limit();
+    }
+
+    static WaitGate gate(RedissonClient redisson) {
+        synchronized (GATES) {
+            return GATES.computeIfAbsent(redisson, r -> new WaitGate(WaitGate.defaultLimit(
+                    ((Redisson) r).getCommandExecutor().getServiceManager().getConfig().getMasterConnectionPoolSize())));
+        }
     }
 
     /**

@@ -11,7 +11,9 @@ import java.util.function.IntFunction;
 import org.redisson.api.RFuture;
 import org.redisson.api.RRateLimiter;
 import org.redisson.api.RateType;
+import org.redisson.Redisson;
 import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
 
 /**
  * The native limiter against Redisson's own, from Java, on the same limiters of one server with
@@ -21,7 +23,10 @@ import org.redisson.api.RedissonClient;
  * EVAL/EVALSHA of Redisson's script) and client latency p50/p99, on one hot limiter and on
  * 200 000 per-user limiters;
  * <li>how soon a waiting {@code acquire()} notices permits that free up: when a permit expires
- * from the window, and when another client releases one.
+ * from the window, and when another client releases one;
+ * <li>1, 200 and 2 000 threads looping in {@code acquire()} on one limiter of a client with
+ * Redisson's default configuration: the grants, the server commands each cost, and the latency
+ * and errors of the client's other calls meanwhile (one GET every 5 ms).
  * </ul>
  * Arguments: {@code --quick} for a short run.
  */
@@ -71,6 +76,98 @@ public final class Bench {
             } finally {
                 redisson.shutdown();
             }
+            waiters(raw, server, quick ? 2_000 : 5_000);
+        }
+    }
+
+    /**
+     * {@code n} threads in a loop of acquire() on a limiter of 100 permits a second, for
+     * {@code millis}, on a client with Redisson's default configuration (64 pooled connections),
+     * while another thread of the same client reads a key every 5 ms.
+     */
+    private static void waiters(Raw raw, RedisServer server, long millis) throws Exception {
+        Config config = new Config();
+        config.useSingleServer().setAddress(server.address());
+        RedissonClient client = Redisson.create(config);
+        try {
+            System.out.println();
+            System.out.printf("%-34s %9s %11s %9s %9s %11s %12s%n",
+                    "callers in acquire(), 100 permits/s", "grants/s", "cmds/grant", "GET p50us", "GET p99us",
+                    "GET errors", "acquire errs");
+            client.getBucket("other").set("value");
+            waitersRow(raw, client, "no callers waiting (idle)", 0, false, millis);
+            for (int n : new int[] {1, 200, 2000}) {
+                for (boolean nativeSide : new boolean[] {false, true}) {
+                    waitersRow(raw, client, n + (nativeSide ? ", native" : ", Redisson's own"), n, nativeSide, millis);
+                }
+            }
+        } finally {
+            client.shutdown();
+        }
+    }
+
+    private static void waitersRow(Raw raw, RedissonClient client, String label, int n, boolean nativeSide,
+            long millis) throws Exception {
+        String name = "waiters:" + label;
+        RRateLimiter l = nativeSide ? NativeRateLimiters.get(client, name) : client.getRateLimiter(name);
+        l.trySetRate(RateType.OVERALL, 100, Duration.ofSeconds(1));
+        String[] commands = {"eval", "evalsha", "ratelimit.acquire", "ratelimit.tryacquire"};
+        java.util.concurrent.atomic.AtomicLong grants = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong waiterErrors = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        double[] before = stat(raw, commands);
+        long started = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            Thread t = new Thread(() -> {
+                while (!stop.get()) {
+                    try {
+                        l.acquire();
+                        grants.incrementAndGet();
+                    } catch (RuntimeException e) {
+                        if (stop.get()) {
+                            return;
+                        }
+                        waiterErrors.incrementAndGet();
+                    }
+                }
+            });
+            t.start();
+            threads.add(t);
+        }
+        List<Long> latencies = new ArrayList<>();
+        long getErrors = 0;
+        org.redisson.api.RBucket<String> other = client.getBucket("other");
+        while (System.nanoTime() - started < millis * 1_000_000L) {
+            long t0 = System.nanoTime();
+            try {
+                other.get();
+                latencies.add(System.nanoTime() - t0);
+            } catch (RuntimeException e) {
+                getErrors++;
+            }
+            Thread.sleep(5);
+        }
+        double seconds = (System.nanoTime() - started) / 1e9;
+        long granted = grants.get();
+        double[] after = stat(raw, commands);
+        stop.set(true);
+        for (Thread t : threads) {
+            t.interrupt();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        latencies.sort(Long::compare);
+        System.out.printf(Locale.ROOT, "%-34s %9.0f %11.2f %9.0f %9.0f %11d %12d%n", label, granted / seconds,
+                granted == 0 ? 0.0 : (after[0] - before[0]) / granted,
+                latencies.isEmpty() ? Double.NaN : latencies.get(latencies.size() / 2) / 1e3,
+                latencies.isEmpty() ? Double.NaN : latencies.get((int) (latencies.size() * 0.99)) / 1e3,
+                getErrors, waiterErrors.get());
+        // The callers interrupted: their waits leave the server before the next row starts.
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (raw.blockedClients() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(10);
         }
     }
 

@@ -195,6 +195,47 @@ class ClusterTest {
         assertNoRedirects();
     }
 
+    /**
+     * The bound on the waits in the server is the client's, over every master: with a bound of
+     * 2, six callers on limiters spread over the nodes hold 2 connections, the other four wait
+     * in the JVM, the client's other calls are answered, and all six are served once permits free.
+     */
+    @Test
+    void theWaitsInTheServerAreBoundedPerClientOverEveryNode() throws Exception {
+        for (Raw node : nodes) {
+            assertEquals("OK", node.rl("DEBUG", "SETCLOCK", 1767225600000L));
+        }
+        RedissonClient client = client();
+        try {
+            assertEquals(16, NativeRateLimiters.maxWaitsInServer(client), "a quarter of 64 per master");
+            NativeRateLimiters.setMaxWaitsInServer(client, 2);
+            List<RFuture<Void>> waiters = new ArrayList<>();
+            for (int j = 0; j < 6; j++) {
+                RRateLimiter l = NativeRateLimiters.get(client, "bound:" + j);
+                assertTrue(l.trySetRate(RateType.OVERALL, 1, Duration.ofSeconds(1)));
+                assertTrue(l.tryAcquire());
+                waiters.add(l.acquireAsync());
+            }
+            WaitGate gate = NativeRateLimiters.gate(client);
+            await("2 waits in the servers, 4 in the JVM", () -> blockedClients() == 2 && gate.queued() == 4);
+            for (int i = 0; i < 30; i++) {
+                client.getBucket("other:" + i).set("v");
+                assertEquals("v", client.getBucket("other:" + i).get());
+            }
+            for (Raw node : nodes) {
+                node.rl("DEBUG", "ADVANCE", 1000);
+            }
+            for (RFuture<Void> w : waiters) {
+                w.toCompletableFuture().get(60, TimeUnit.SECONDS);
+            }
+            await("no waiter left", () -> blockedClients() == 0 && gate.inServer() == 0);
+            assertEquals(6, nodes.stream().mapToLong(n -> n.calls("ratelimit.acquire")).sum(), "one ACQUIRE per caller");
+            assertNoRedirects();
+        } finally {
+            client.shutdown();
+        }
+    }
+
     @Test
     void objectMethodsActOnTheLimitersNode() {
         RRateLimiter l = NativeRateLimiters.get(redisson, "limit:object");

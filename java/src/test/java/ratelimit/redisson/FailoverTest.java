@@ -76,6 +76,47 @@ class FailoverTest {
         }
     }
 
+    /**
+     * With a bound of 1 wait in the server, one caller waits there and two in the JVM when the
+     * master is made a replica: the one in the server gets the server's error, the two queued go
+     * to the server after it, which now refuses writes: all three fail, nothing is granted.
+     */
+    @Test
+    void callersQueuedInTheJvmAreNotGrantedAcrossAFailover() throws Exception {
+        try (RedisServer master = RedisServer.withModule();
+                RedisServer replica = RedisServer.withModule();
+                Raw m = new Raw(master.port);
+                Raw r = new Raw(replica.port)) {
+            r.call("REPLICAOF", "127.0.0.1", master.port);
+            await("the replica in sync", () -> "up".equals(r.info("replication", "master_link_status")));
+            RedissonClient redisson = Clients.redisson(master);
+            try {
+                NativeRateLimiters.setMaxWaitsInServer(redisson, 1);
+                RRateLimiter l = NativeRateLimiters.get(redisson, "jobs");
+                assertTrue(l.trySetRate(RateType.OVERALL, 1, Duration.ofMinutes(1)));
+                assertTrue(l.tryAcquire());
+                assertEquals(1L, m.integer("WAIT", 1, 60_000));
+                RFuture<Void> first = l.acquireAsync();
+                RFuture<Boolean> second = l.tryAcquireAsync(1, Duration.ofMinutes(5));
+                RFuture<Void> third = l.acquireAsync();
+                WaitGate gate = NativeRateLimiters.gate(redisson);
+                await("one waiter in the server, two in the JVM",
+                        () -> Long.parseLong(m.info("clients", "blocked_clients")) == 1 && gate.queued() == 2);
+                assertEquals("OK", r.call("REPLICAOF", "NO", "ONE"));
+                assertEquals("OK", m.call("REPLICAOF", "127.0.0.1", replica.port));
+                for (RFuture<?> waiter : List.of(first, second, third)) {
+                    assertFails(waiter);
+                }
+                assertEquals(0, gate.queued());
+                assertEquals(0L, Long.parseLong(r.info("clients", "blocked_clients")));
+                assertEquals(0L, Long.parseLong(m.info("clients", "blocked_clients")));
+                assertEquals(1L, r.integer("ZCARD", "{jobs}:permits"), "nothing granted to the three");
+            } finally {
+                redisson.shutdown();
+            }
+        }
+    }
+
     @Test
     void waitersGetAnErrorWhenTheirMasterIsMadeAReplica() throws Exception {
         failoverWhileWaiting(false);
