@@ -41,7 +41,8 @@ export declare class RedisStore implements Store {
 
 /** A `sendCommandCluster` for an ioredis `Redis` or `Cluster`: each command straight to its key's node. */
 export declare function ioredisSendCommand(client: {
-  sendCommand(command: unknown): Promise<unknown>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  sendCommand(command: any, ...rest: any[]): unknown;
 }): SendCommandClusterFn;
 
 export default RedisStore;
