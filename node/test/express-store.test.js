@@ -155,6 +155,14 @@ describe('RedisStore (express-rate-limit) on RATELIMIT.ALLOW', () => {
     assert.equal((await store.get('k')).totalHits, 2);
   });
 
+  it('a key with a hash tag: the state keys follow the module’s naming rule, get finds them', async () => {
+    const store = new RedisStore({ ...clients['ioredis call'] });
+    store.init({ limit: 5, windowMs: WINDOW });
+    await store.increment('{tenant-1}:alice');
+    assert.equal(await server.admin.exists('rl:{tenant-1}:alice:value', 'rl:{tenant-1}:alice:permits'), 2);
+    assert.equal((await store.get('{tenant-1}:alice')).totalHits, 1);
+  });
+
   it('a limiter made with another rate keeps it; hits stay within 1..limit', async () => {
     await server.admin.call('RATELIMIT.SETRATE', 'rl:k', '100', String(WINDOW));
     const store = new RedisStore({ ...clients['ioredis call'] });
