@@ -21,6 +21,10 @@
 #               Redisson's own limiter, on Redis 7.0 and Valkey 9 side by side (java/upstream/README.md)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
+#   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
+#   make test-node-valkey9  the same against Valkey 9.1.2 (../shared/servers)
+#   make dist-node  the Node package's npm tarball, in target/dist/
+#   make bench-node  the Node store against rate-limit-redis's and rate-limiter-flexible's scripts
 
 REDIS_SERVER ?= redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -30,7 +34,8 @@ MODULE_RELEASE := target/release/libratelimit.so
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
 	test-java test-java-upstream bench-java bench-config-cache test-busy \
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
-	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64
+	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64 \
+	deps-node test-node test-node-valkey9 dist-node bench-node
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -327,3 +332,39 @@ clean:
 fuzz:
 	command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none parse -- -max_total_time=60
+
+## The Node package (node/README.md): ratelimit-node, express-rate-limit's store on the module.
+## Its packages (express, express-rate-limit, ioredis, node-redis, TypeScript for the types check,
+## and rate-limit-redis and rate-limiter-flexible, which the bench compares with) at the versions
+## node/package-lock.json pins (`npm ci`); node_modules is redone only when the lock file changes.
+## The tests (node's own runner) start their own servers with the debug module, on free ports.
+NODE_PKG := node
+deps-node: $(NODE_PKG)/node_modules/.package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
+		{ echo "deps-node: node and npm are missing: install Node 20"; exit 1; }
+
+$(NODE_PKG)/node_modules/.package-lock.json: $(NODE_PKG)/package-lock.json
+	cd $(NODE_PKG) && npm ci --no-audit --no-fund
+
+NODE_ENV_FOR = RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/$(1)/libratelimit.so")"
+
+test-node: build deps-node
+	@"$(REDIS_SERVER)" --version
+	@export $(call NODE_ENV_FOR,debug) REDIS_SERVER="$(REDIS_SERVER)"; cd $(NODE_PKG) && npm test --silent
+
+test-node-valkey9: build deps-node
+	@server="$$(.ci/fetch-shared valkey9)" && "$$server" --version && \
+		export $(call NODE_ENV_FOR,debug) REDIS_SERVER="$$server" && cd $(NODE_PKG) && npm test --silent
+
+## `npm pack`: the package's files only (package.json's "files"), types included.
+dist-node:
+	@mkdir -p target/dist
+	cd $(NODE_PKG) && npm pack --silent --pack-destination ../target/dist
+
+## Server CPU per call (INFO commandstats) and client p50/p99 of the three stores, one server each
+## run, hot key and 200 000 keys at random (node/bench/README.md); BENCH_NODE_ARGS=--quick for a
+## short run. On Valkey 9: REDIS_SERVER="$$(.ci/fetch-shared valkey9)" make bench-node.
+bench-node: release deps-node
+	@"$(REDIS_SERVER)" --version
+	@export $(call NODE_ENV_FOR,release) REDIS_SERVER="$(REDIS_SERVER)"; \
+		node $(NODE_PKG)/bench/bench.js $(BENCH_NODE_ARGS)
