@@ -28,11 +28,12 @@ use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
-use crate::key::{self, OpenMode, Read, Write};
+use crate::key::{self, Read, Write};
+use crate::keyspace::{KeyName, StateKeys};
 use crate::queue::{self, QueueId, Removed, Request, StateId, WaiterId};
-use crate::sliding_log::{Config, Outcome, Reset};
+use crate::sliding_log::{Mode, Outcome, Reset};
 use crate::stats;
-use crate::store::{self, LimiterKeys, Turn, Verdict};
+use crate::store::{self, Acquisition, LimiterKeys, Turn, Verdict};
 use crate::tickets::{self, Fate};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
@@ -45,111 +46,54 @@ enum Served {
     Failed(String),
 }
 
-/// An ACQUIRE as parsed by `commands::acquire`.
-pub struct AcquireRequest<'a> {
-    pub key: &'a [u8],
-    pub permits: u32,
-    /// 0 waits forever.
-    pub timeout_ms: i64,
-    pub client: Option<&'a [u8]>,
-    /// Creates the limiter on first use.
-    pub create: Option<Config>,
-    /// The caller's id of this wait: a resend answers from its grant, and RATELIMIT.CANCEL
-    /// names it.
-    pub ticket: Option<&'a [u8]>,
+/// Whether the calling client may block: a transaction or a script cannot, and there ACQUIRE
+/// answers as TRYACQUIRE does.
+pub fn can_block(ctx: &Context) -> bool {
+    !ctx.get_flags()
+        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
 }
 
-/// ACQUIRE: acquire now, or block the caller in the limiter's queue.
-pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
-    let now = clock::now_ms();
-    // A transaction or a script cannot block: there ACQUIRE answers as TRYACQUIRE does.
-    let can_block = !ctx
-        .get_flags()
-        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING);
-    let turn = if can_block {
-        Turn::Queueing
-    } else {
-        Turn::BehindWaiters
-    };
-    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
-    if let Some(ticket) = request.ticket {
-        // A resend of a wait already granted, or one cancelled: answered without taking.
-        let known = limiter
-            .waiting_state(request.client)
-            .ok()
-            .and_then(|(state, _)| tickets::fate(ticket, &state, now));
-        match known {
-            Some(Fate::Granted { .. }) => return Ok(RedisValue::Null),
-            Some(Fate::Cancelled) => {
-                stats::add(&stats::REFUSED);
-                let wait = limiter.wait_hint(request.client, request.permits, now)?;
-                return Ok(RedisValue::Integer(wait));
-            }
-            None => {}
-        }
-    }
-    let verdict = limiter.try_acquire(
-        request.client,
-        request.permits,
-        now,
-        turn,
-        request.create.as_ref(),
-        Reset::NotWanted,
-    )?;
-    let wait = match verdict.outcome {
-        Outcome::Acquired => {
-            stats::add(&stats::ACQUIRED);
-            if let Some(ticket) = request.ticket {
-                if let Ok((state, _)) = limiter.waiting_state(request.client) {
-                    remember_grant(ticket, state, &verdict, now);
-                }
-            }
-            return Ok(RedisValue::Null);
-        }
-        Outcome::Wait(ms) => ms,
-    };
-    if !can_block {
-        stats::add(&stats::REFUSED);
-        return Ok(RedisValue::Integer(wait));
-    }
-    let (state, watched) = limiter.waiting_state(request.client)?;
-    drop(limiter);
+/// An ACQUIRE refused now that queues to wait for its turn.
+pub struct Wait {
+    /// The state it waits on and the keys whose writes may free its permits.
+    pub state: StateId,
+    pub watched: [Vec<u8>; 3],
+    pub request: Request,
+    /// 0 waits forever.
+    pub timeout_ms: i64,
+    /// The wait its refusal hinted at: when the queue's head is tried again, if it is the first.
+    pub hint_ms: i64,
+}
+
+/// Blocks the caller in its state's queue. A client the server cannot block is refused with
+/// the wait hint.
+pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
     let Some(bc) = blocked::block::<Waiters>(ctx) else {
         stats::add(&stats::REFUSED);
-        return Ok(RedisValue::Integer(wait));
+        return Ok(RedisValue::Integer(wait.hint_ms));
     };
-    let (queue, waiter, first) = queue::enqueue(
-        state,
-        watched,
-        bc,
-        Request {
-            name: request.key.to_vec(),
-            client: request.client.map(<[u8]>::to_vec),
-            permits: request.permits,
-            ticket: request.ticket.map(<[u8]>::to_vec),
-        },
-    );
+    let (queue, waiter, first) = queue::enqueue(wait.state, wait.watched, bc, wait.request);
     stats::add(&stats::WAITS);
     stats::add(&stats::BLOCKED_CLIENTS);
-    if request.timeout_ms > 0 {
-        if let Some(timer) = timer::start::<Deadline>(ctx, request.timeout_ms, waiter) {
+    if wait.timeout_ms > 0 {
+        if let Some(timer) = timer::start::<Deadline>(ctx, wait.timeout_ms, waiter) {
             queue::set_deadline(waiter, timer);
         }
     }
     // From the first client blocked on, writes to the watched keys and keys leaving.
     events::watch_for_waiters(ctx);
     if first {
-        schedule(ctx, queue, wait);
+        schedule(ctx, queue, wait.hint_ms);
     }
     Ok(RedisValue::NoReply)
 }
 
 /// Remembers where a ticketed ACQUIRE's grant was logged, for a resend and for CANCEL.
-fn remember_grant(ticket: &[u8], state: StateId, verdict: &Verdict, now: i64) {
+pub fn remember_grant(ticket: &[u8], state: &StateId, verdict: &Verdict, now: i64) {
     if let Some(logged) = verdict.logged {
         tickets::granted(
             ticket,
-            state,
+            state.clone(),
             logged.entry,
             logged.member,
             logged.frees_at,
@@ -170,23 +114,32 @@ pub fn cancel(
 ) -> Result<i64, Error> {
     let now = clock::now_ms();
     let limiter = LimiterKeys::<Write>::open(ctx, key)?;
-    let (state, _) = limiter.waiting_state(client)?;
+    let resolved = limiter.resolve_existing(client)?;
+    let state = resolved.id();
     // Given back before anything else changes: an error reading the log leaves all as it was.
-    let given_back = match tickets::fate(ticket, &state, now) {
-        Some(Fate::Granted { entry, member }) => limiter.give_back(client, entry, member, now)?,
+    let given_back = match tickets::fate(ticket, state, now) {
+        Some(Fate::Granted { entry, member }) => {
+            limiter.give_back(&resolved, entry, member, now)?
+        }
         _ => 0,
     };
-    let _ = tickets::cancel(ticket, &state, now);
-    let waiters = waiters_with_ticket(&limiter, key, ticket, &state);
-    drop(limiter);
+    let _ = tickets::cancel(ticket, state, now);
     let mut ended = 0;
-    for waiter in waiters {
+    for waiter in waiters_with_ticket(resolved.config().mode, key, ticket, state) {
         if let Some(removed) = take(ctx, waiter) {
             ended += 1;
-            unblock(removed.bc, hint_for(ctx, &removed));
+            // On this very state (so this limiter, resolved once), and its ticket cancelled
+            // just now: it is told the wait hint, as when its TIMEOUT runs out.
+            let served = match resolved.wait_hint(removed.request.permits, now) {
+                Ok(ms) => Served::Wait(ms),
+                Err(e) => Served::Failed(e.to_string()),
+            };
+            unblock(removed.bc, served);
             after_leaving(ctx, &removed);
         }
     }
+    drop(resolved);
+    drop(limiter);
     if given_back > 0 || ended > 0 {
         stats::add(&stats::CANCELS);
     }
@@ -196,26 +149,32 @@ pub fn cancel(
     Ok(given_back)
 }
 
-/// The waiters carrying `ticket` whose wait is on `state` of `limiter` (named `name`) now: a
-/// queue keeps the state it was made on, which a SETRATE changing the mode (OVERALL or
-/// PER_CLIENT) leaves behind; its waiters are granted on the state their CLIENT gives now.
-fn waiters_with_ticket<M: OpenMode>(
-    limiter: &LimiterKeys<'_, M>,
-    name: &[u8],
-    ticket: &[u8],
-    state: &StateId,
-) -> Vec<WaiterId> {
+/// The waiters carrying `ticket` whose wait is on `state` of limiter `name` now, its mode being
+/// `mode`: a queue keeps the state it was made on, which a SETRATE changing the mode (OVERALL or
+/// PER_CLIENT) leaves behind; its waiters are granted on the state their CLIENT gives now. Each
+/// waiter's state is named from its CLIENT and the mode, without opening a key: one on `state`
+/// has `state`'s keys, already opened and checked by the caller.
+fn waiters_with_ticket(mode: Mode, name: &[u8], ticket: &[u8], state: &StateId) -> Vec<WaiterId> {
     queue::with_ticket(ticket)
         .into_iter()
         .filter(|(_, db, request)| {
             *db == state.db
                 && request.name == name
-                && limiter
-                    .waiting_state(request.client.as_deref())
-                    .is_ok_and(|(now_on, _)| now_on == *state)
+                && permits_key_of(name, mode, request.client.as_deref())
+                    .is_some_and(|permits_key| *permits_key == *state.permits_key)
         })
         .map(|(waiter, ..)| waiter)
         .collect()
+}
+
+/// The permits key of the state a request of `client` on limiter `name` acts on under `mode`;
+/// None for PER_CLIENT without a client (such a request fails).
+fn permits_key_of(name: &[u8], mode: Mode, client: Option<&[u8]>) -> Option<KeyName> {
+    match (mode, client) {
+        (Mode::Overall, _) => Some(StateKeys::overall(name).permits),
+        (Mode::PerClient, Some(client)) => Some(StateKeys::client(name, client).permits),
+        (Mode::PerClient, None) => None,
+    }
 }
 
 /// What serving a queue's head found.
@@ -305,24 +264,29 @@ fn serve(ctx: &Context, queue: QueueId) {
         let ticket = request.ticket.as_deref();
         let now = clock::now_ms();
         let step = LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-            // The state it is granted on now, which a change of mode may have made another than
-            // its queue's: its ticket is looked up and remembered there, where CANCEL looks.
-            let (state, _) = limiter.waiting_state(client)?;
-            if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, &state, now)) {
+            // Resolved once for this turn: the state it is granted on now, which a change of
+            // mode may have made another than its queue's. Its ticket is looked up and
+            // remembered there, where CANCEL looks.
+            let resolved = limiter.resolve_existing(client)?;
+            let state = resolved.id();
+            if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, state, now)) {
                 return Ok(Step::Known(fate));
             }
-            let verdict = limiter.try_acquire(
-                client,
-                request.permits,
-                now,
-                Turn::FirstInLine,
-                None,
-                Reset::NotWanted,
+            resolved.configuration().check_permits(request.permits)?;
+            let verdict = limiter.acquire(
+                &resolved,
+                Acquisition {
+                    permits: request.permits,
+                    turn: Turn::FirstInLine,
+                    reset: Reset::NotWanted,
+                    now,
+                },
             )?;
             let mut same_wait = Vec::new();
             if let (Outcome::Acquired, Some(ticket)) = (verdict.outcome, ticket) {
-                remember_grant(ticket, state.clone(), &verdict, now);
-                same_wait = waiters_with_ticket(&limiter, &request.name, ticket, &state);
+                remember_grant(ticket, state, &verdict, now);
+                same_wait =
+                    waiters_with_ticket(resolved.config().mode, &request.name, ticket, state);
                 same_wait.retain(|&waiter| waiter != head.waiter);
             }
             Ok(Step::Tried(verdict.outcome, same_wait))
@@ -393,16 +357,26 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     let client = request.client.as_deref();
     let now = clock::now_ms();
     let hint = LimiterKeys::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
+        // Resolved once. Errors come in the order TRYACQUIRE gives them (the configuration,
+        // the permits, the state), except that a ticket granted meanwhile answers nil whatever
+        // the permits.
+        let configuration = limiter.configuration(None)?;
+        let mut resolved = None;
         if let Some(ticket) = &request.ticket {
-            let fate = limiter
-                .waiting_state(client)
-                .ok()
-                .and_then(|(state, _)| tickets::fate(ticket, &state, now));
-            if let Some(Fate::Granted { .. }) = fate {
-                return Ok(None);
+            let found = limiter.resolve(configuration, client);
+            if let Ok(on) = &found {
+                if let Some(Fate::Granted { .. }) = tickets::fate(ticket, on.id(), now) {
+                    return Ok(None);
+                }
             }
+            resolved = Some(found);
         }
-        limiter.wait_hint(client, request.permits, now).map(Some)
+        configuration.check_permits(request.permits)?;
+        let resolved = match resolved {
+            Some(found) => found?,
+            None => limiter.resolve(configuration, client)?,
+        };
+        resolved.wait_hint(request.permits, now).map(Some)
     });
     match hint {
         Ok(Some(ms)) => Served::Wait(ms),

@@ -22,12 +22,9 @@ use std::os::raw::{c_char, c_long};
 use redis_module::{raw, Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
-use crate::clock;
 use crate::error::Error;
-use crate::key::Write;
-use crate::sliding_log::{Config, Mode, Outcome, Reset};
-use crate::stats;
-use crate::store::{LimiterKeys, Turn, Verdict};
+use crate::sliding_log::{Config, Mode, Outcome};
+use crate::store::Verdict;
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
 fn outcome_reply(outcome: Outcome) -> RedisValue {
@@ -98,60 +95,17 @@ pub fn parse_target<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
     Ok(Target { key, client })
 }
 
-/// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Acquisition<'a> {
-    pub key: &'a [u8],
-    pub permits: u32,
-    pub client: Option<&'a [u8]>,
-    pub create: Option<Config>,
-}
-
-pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
-    let mut tokens = Tokens::new(args);
-    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
-    let permits = match tokens.next_if_numeric() {
-        Some(arg) => args::permits(arg)?,
-        None => 1,
-    };
-    let options = acquire_options(&mut tokens, false)?;
-    Ok(Acquisition {
-        key,
-        permits,
-        client: options.client,
-        create: options.create,
-    })
-}
-
-/// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
-/// `INFO ratelimit`.
-fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result<Verdict, Error> {
-    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
-    let verdict = limiter.try_acquire(
-        request.client,
-        request.permits,
-        clock::now_ms(),
-        Turn::BehindWaiters,
-        request.create.as_ref(),
-        reset,
-    )?;
-    stats::add(match verdict.outcome {
-        Outcome::Acquired => &stats::ACQUIRED,
-        Outcome::Wait(_) => &stats::REFUSED,
-    });
-    Ok(verdict)
-}
-
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
 /// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
 /// `[TIMEOUT ms]`
 /// where the command takes it.
+/// A parsing step of each command's request, not a request itself.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct AcquireOptions<'a> {
-    pub client: Option<&'a [u8]>,
-    pub create: Option<Config>,
-    pub timeout: Option<i64>,
-    pub ticket: Option<&'a [u8]>,
+struct AcquireOptions<'a> {
+    client: Option<&'a [u8]>,
+    create: Option<Config>,
+    timeout: Option<i64>,
+    ticket: Option<&'a [u8]>,
 }
 
 fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireOptions<'a>, Error> {
