@@ -4,18 +4,20 @@
 //! Layers, each importing only the ones below it:
 //! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
-//! 3. `blocking`: serving the clients blocked in ACQUIRE.
-//! 4. `store/`: a limiter's keys: open and check them, decode the configuration, apply the
-//!    sliding log's plans with the TTL rule. `tat`: a GCRA drop-in's key. `migration`: the
-//!    slot-migration checks of cluster mode.
+//! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
+//!    rule, CANCEL; `tickets`: the table of tickets' fates.
+//! 4. `store/`: a limiter's keys: open and check them, resolve a request once (configuration,
+//!    state, identity), apply the sliding log's plans with the TTL rule; it knows nothing of
+//!    waiters (the permits they wait for are handed to it). `tat`: a GCRA drop-in's key.
+//!    `migration`: the slot-migration checks of cluster mode.
 //! 5. `config_cache/` (configurations kept between calls), `events` (the one owner of event
 //!    subscriptions: the others register listeners with it at load and it imports none of
-//!    them), `queue` (the waiters' bookkeeping, which the store reads to count permits
-//!    queued), `evictions` and `stats` (INFO).
+//!    them), `queue` (the waiters' bookkeeping), `evictions` and `stats` (INFO).
 //! 6. `key`: typed key access; `Key::apply` is the one place writes are made, replicated and
 //!    notified.
-//! 7. `clock` (the module's clock over the server's), and the pure code that knows nothing of
-//!    Redis: `sliding_log`, `gcra`, `keyspace` (names and member bytes), `args`, `error`.
+//! 7. `clock` (the module's clock over the server's), `error` (every error and its text, as a
+//!    `RedisError` too), and the pure code that knows nothing of Redis: `sliding_log`, `gcra`,
+//!    `keyspace` (names, member bytes, a state's identity), `args`.
 //! 8. `ffi/`: the server's C API behind small safe functions, and the callbacks the server
 //!    calls, which reach up through traits their callers implement: the one module with unsafe
 //!    code, importing none of the others.

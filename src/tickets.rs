@@ -22,7 +22,7 @@ use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use crate::error::Error;
-use crate::queue::StateId;
+use crate::keyspace::StateId;
 use crate::sliding_log::Entry;
 
 /// The most tickets remembered at once.
@@ -45,7 +45,7 @@ pub const CANCELLED_FOR_MS: i64 = 10 * 60 * 1000;
 /// A caller-chosen id of one wait, 1 ..= [`MAX_LEN`] bytes.
 pub fn parse(arg: &[u8]) -> Result<&[u8], Error> {
     if arg.is_empty() || arg.len() > MAX_LEN {
-        Err(Error::BadTicket)
+        Err(Error::BadTicket { max: MAX_LEN })
     } else {
         Ok(arg)
     }
@@ -349,8 +349,8 @@ mod tests {
 
     #[test]
     fn tickets_are_one_to_64_bytes() {
-        assert_eq!(parse(b""), Err(Error::BadTicket));
-        assert_eq!(parse(&[b'x'; 65]), Err(Error::BadTicket));
+        assert_eq!(parse(b""), Err(Error::BadTicket { max: MAX_LEN }));
+        assert_eq!(parse(&[b'x'; 65]), Err(Error::BadTicket { max: MAX_LEN }));
         assert_eq!(parse(&[b'x'; 64]), Ok(&[b'x'; 64][..]));
     }
 }

@@ -91,6 +91,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let acquisition = Acquisition {
         permits: request.permits,
         turn,
+        queued: blocking::queued(&resolved),
         reset: Reset::NotWanted,
         now,
     };
@@ -145,7 +146,8 @@ fn resolve<'c>(
                 Some(Fate::Granted { .. }) => return Ok(Err(RedisValue::Null)),
                 Some(Fate::Cancelled) => {
                     stats::add(&stats::REFUSED);
-                    let wait = on.wait_hint(request.permits, now)?;
+                    let queued = blocking::queued(on).unwrap_or(0);
+                    let wait = on.wait_hint(request.permits, queued, now)?;
                     return Ok(Err(RedisValue::Integer(wait)));
                 }
                 None => {}
@@ -191,7 +193,7 @@ mod tests {
         let args: [&[u8]; 5] = [b"k", b"TICKET", b"a", b"TICKET", b"b"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
         let args: [&[u8]; 3] = [b"k", b"TICKET", b""];
-        assert!(matches!(parse(&args), Err(Error::BadTicket)));
+        assert!(matches!(parse(&args), Err(Error::BadTicket { max: 64 })));
         let args: [&[u8]; 2] = [b"k", b"TIMEOUT"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
     }

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult, RedisValue};
 use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, UPDATE};
 use super::reply_verdict;
 use crate::args::{self, Tokens};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::ffi::command;
@@ -96,15 +97,16 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .iter()
         .map(|limiter| limiter.resolve_for(None, request.client, request.permits))
         .collect();
-    let acquisition = Acquisition {
-        permits: request.permits,
-        turn: Turn::BehindWaiters,
-        reset: Reset::Wanted,
-        now,
-    };
     let mut attempts = Vec::with_capacity(limiters.len());
     for ((limiter, found), &key) in limiters.iter().zip(&resolved).zip(&request.keys) {
         let one = found.as_ref().map_err(|e| e.clone().of_limiter(key))?;
+        let acquisition = Acquisition {
+            permits: request.permits,
+            turn: Turn::BehindWaiters,
+            queued: blocking::queued(one),
+            reset: Reset::Wanted,
+            now,
+        };
         attempts.push(
             limiter
                 .attempt(one, acquisition)

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisResult};
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
 use super::{acquire_options, outcome_reply};
 use crate::args::{self, Tokens};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
@@ -64,6 +65,7 @@ impl Request<'_> {
             Acquisition {
                 permits: self.permits,
                 turn: Turn::BehindWaiters,
+                queued: blocking::queued(&resolved),
                 reset,
                 now: clock::now_ms(),
             },

@@ -138,7 +138,7 @@ impl Table {
         Table {
             entries: Vec::new(),
             tags: Vec::new(),
-            spread: Spread::new(),
+            spread: Spread::new(SLOTS),
         }
     }
 

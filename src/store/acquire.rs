@@ -4,7 +4,6 @@
 use super::{Condition, LimiterKeys, RateChange, Resolved, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::queue;
 use crate::sliding_log::{self, AcquirePlan, Config, Entry, Logging, Outcome, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
@@ -25,6 +24,10 @@ pub enum Turn {
 pub struct Acquisition {
     pub permits: u32,
     pub turn: Turn,
+    /// Permits the clients blocked in ACQUIRE on the state wait for, if any wait (never
+    /// counted for the head being served): the waiters' side tells (`blocking::queued`), the
+    /// store knows nothing of them.
+    pub queued: Option<u64>,
     /// Whether the verdict must say when the whole log frees (ALLOW's `reset_after`).
     pub reset: Reset,
     pub now: i64,
@@ -103,6 +106,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         let Acquisition {
             permits,
             turn,
+            queued,
             reset,
             now,
         } = acquisition;
@@ -111,7 +115,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         let stored = state.stored_value()?;
         let queued = match turn {
             Turn::FirstInLine => None,
-            Turn::BehindWaiters | Turn::Queueing => queued_permits(resolved),
+            Turn::BehindWaiters | Turn::Queueing => queued,
         };
         let plan = match queued {
             // Take nothing while others wait; hint at when they and this request could fit.
@@ -183,45 +187,35 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         // NX reads no clock and touches no state.
         self.set_rate(&change, 0).map(|_| ())
     }
+}
 
-    /// AVAILABLE: permits a new request could take now, computed without writing: what queued
-    /// ACQUIRE clients wait for counts as taken (a new request is refused while they wait).
-    pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
-        let resolved = self.resolve_existing(client)?;
-        let state = &resolved.state;
-        let available =
-            sliding_log::available(resolved.config(), state.stored_value()?, state, now)?;
-        let queued = queued_permits(&resolved).unwrap_or(0);
+impl<M: OpenMode> Resolved<'_, M> {
+    /// AVAILABLE: permits a new request could take now, computed without writing: the
+    /// `queued` permits blocked ACQUIRE clients wait for count as taken (a new request is
+    /// refused while they wait).
+    pub fn available(&self, queued: u64, now: i64) -> Result<i64, Error> {
+        let state = &self.state;
+        let available = sliding_log::available(self.config(), state.stored_value()?, state, now)?;
         Ok(available
             .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
             .max(0))
     }
-}
 
-impl<M: OpenMode> Resolved<'_, M> {
-    /// The wait TRYACQUIRE would reply now on `resolved`, computed without writing (for an
-    /// ACQUIRE that times out or is cancelled).
-    pub fn wait_hint(&self, permits: u32, now: i64) -> Result<i64, Error> {
+    /// The wait TRYACQUIRE would reply now, behind the `queued` permits blocked ACQUIRE
+    /// clients wait for, computed without writing (for an ACQUIRE that times out or is
+    /// cancelled).
+    pub fn wait_hint(&self, permits: u32, queued: u64, now: i64) -> Result<i64, Error> {
         self.configuration().check_permits(permits)?;
         let state = &self.state;
-        let ahead = queued_permits(self).unwrap_or(0);
         hint(
             self.config(),
             state.stored_value()?,
             state,
             now,
-            ahead,
+            queued,
             permits,
         )
     }
-}
-
-/// Permits requested by the clients blocked in ACQUIRE on the resolved state, if any are.
-fn queued_permits<M: OpenMode>(resolved: &Resolved<'_, M>) -> Option<u64> {
-    if queue::is_empty() {
-        return None;
-    }
-    queue::queued_permits(resolved.id())
 }
 
 /// The wait before `permits` could be taken after the `ahead` permits queued before them (their

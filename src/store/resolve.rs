@@ -7,7 +7,7 @@ use std::cell::OnceCell;
 use super::{LimiterKeys, State};
 use crate::error::Error;
 use crate::key::OpenMode;
-use crate::queue::StateId;
+use crate::keyspace::StateId;
 use crate::sliding_log::Config;
 
 /// A limiter's configuration as one request finds it: decoded from its hash (or taken from the

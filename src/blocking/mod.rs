@@ -1,22 +1,24 @@
-//! Serving the clients blocked in RATELIMIT.ACQUIRE.
+//! The clients blocked in RATELIMIT.ACQUIRE: blocking one, waking its queue, and each way a
+//! waiter leaves it. Serving a queue is in `serve`, the pause rule in `pause`, CANCEL in
+//! `cancel`, a ticket's waits in `ticketed`.
 //!
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, CANCEL,
 //! SETRATE, DELETE and EXPIRE, the debug clock's ADVANCE, keyspace events on the limiter's keys
-//! (a Redisson client's release, a DEL) and FLUSHALL/FLUSHDB. A grant runs
-//! `LimiterKeys::try_acquire` for the head, so it is applied and replicated as effects exactly
-//! like a TRYACQUIRE; the grant of a ticketed waiter is remembered ([`tickets`]) for a resend and
-//! for CANCEL.
-//!
-//! The server may pause writes (CLIENT PAUSE WRITE|ALL, FAILOVER, CLUSTER FAILOVER, SHUTDOWN
-//! waiting for replicas) while timers keep firing; a write then would abort the server. So a
-//! queue is served only while writes are allowed: during a pause its timer retries every
-//! [`PAUSED_RETRY_MS`], and a server that has become a replica fails its waiters instead.
+//! (a Redisson client's release, a DEL) and FLUSHALL/FLUSHDB.
 //!
 //! Every blocked client is unblocked exactly once: by a grant or an error, by its TIMEOUT timer,
 //! by RATELIMIT.CANCEL of its ticket, by CLIENT UNBLOCK (the timeout callback) or by its
 //! disconnection, whichever removes it from the queue first; the others find it gone and do
 //! nothing.
+
+mod cancel;
+mod pause;
+mod serve;
+mod ticketed;
+
+pub use cancel::cancel;
+pub use ticketed::remember_grant;
 
 use std::any::Any;
 
@@ -28,16 +30,13 @@ use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
 use crate::ffi::server;
 use crate::ffi::timer::{self, Timer};
-use crate::key::{self, Read, Write};
-use crate::keyspace::{KeyName, StateKeys};
-use crate::queue::{self, QueueId, Removed, Request, StateId, WaiterId};
-use crate::sliding_log::{Mode, Outcome, Reset};
+use crate::key::{self, OpenMode, Read};
+use crate::keyspace::StateId;
+use crate::queue::{self, QueueId, Removed, Request, WaiterId};
 use crate::stats;
-use crate::store::{self, Acquisition, LimiterKeys, Turn, Verdict};
+use crate::store::{self, LimiterKeys, Resolved};
 use crate::tickets::{self, Fate};
-
-/// How often a queue whose time has come checks whether a write pause has ended.
-const PAUSED_RETRY_MS: i64 = 10;
+use serve::serve;
 
 /// What a blocked client is finally told.
 enum Served {
@@ -51,6 +50,15 @@ enum Served {
 pub fn can_block(ctx: &Context) -> bool {
     !ctx.get_flags()
         .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
+}
+
+/// Permits the clients blocked in ACQUIRE on `resolved`'s state wait for, if any wait: what a
+/// new request counts as taken (it is refused while they wait).
+pub fn queued<M: OpenMode>(resolved: &Resolved<'_, M>) -> Option<u64> {
+    if queue::is_empty() {
+        return None;
+    }
+    queue::queued_permits(resolved.id())
 }
 
 /// An ACQUIRE refused now that queues to wait for its turn.
@@ -86,103 +94,6 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
         schedule(ctx, queue, wait.hint_ms);
     }
     Ok(RedisValue::NoReply)
-}
-
-/// Remembers where a ticketed ACQUIRE's grant was logged, for a resend and for CANCEL.
-pub fn remember_grant(ticket: &[u8], state: &StateId, verdict: &Verdict, now: i64) {
-    if let Some(logged) = verdict.logged {
-        tickets::granted(
-            ticket,
-            state.clone(),
-            logged.entry,
-            logged.member,
-            logged.frees_at,
-            now,
-        );
-    }
-}
-
-/// RATELIMIT.CANCEL: ends the wait `ticket` names on the limiter's state (of `client`). A grant
-/// it got is given back exactly (its own log entry, see [`LimiterKeys::give_back`]); a waiter
-/// carrying it leaves the queue and is told the wait hint, as when its TIMEOUT runs out; an
-/// ACQUIRE with it arriving later is refused. Returns the permits given back.
-pub fn cancel(
-    ctx: &Context,
-    key: &[u8],
-    ticket: &[u8],
-    client: Option<&[u8]>,
-) -> Result<i64, Error> {
-    let now = clock::now_ms();
-    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
-    let resolved = limiter.resolve_existing(client)?;
-    let state = resolved.id();
-    // Given back before anything else changes: an error reading the log leaves all as it was.
-    let given_back = match tickets::fate(ticket, state, now) {
-        Some(Fate::Granted { entry, member }) => {
-            limiter.give_back(&resolved, entry, member, now)?
-        }
-        _ => 0,
-    };
-    let _ = tickets::cancel(ticket, state, now);
-    let mut ended = 0;
-    for waiter in waiters_with_ticket(resolved.config().mode, key, ticket, state) {
-        if let Some(removed) = take(ctx, waiter) {
-            ended += 1;
-            // On this very state (so this limiter, resolved once), and its ticket cancelled
-            // just now: it is told the wait hint, as when its TIMEOUT runs out.
-            let served = match resolved.wait_hint(removed.request.permits, now) {
-                Ok(ms) => Served::Wait(ms),
-                Err(e) => Served::Failed(e.to_string()),
-            };
-            unblock(removed.bc, served);
-            after_leaving(ctx, &removed);
-        }
-    }
-    drop(resolved);
-    drop(limiter);
-    if given_back > 0 || ended > 0 {
-        stats::add(&stats::CANCELS);
-    }
-    if given_back > 0 {
-        nudge(ctx, key);
-    }
-    Ok(given_back)
-}
-
-/// The waiters carrying `ticket` whose wait is on `state` of limiter `name` now, its mode being
-/// `mode`: a queue keeps the state it was made on, which a SETRATE changing the mode (OVERALL or
-/// PER_CLIENT) leaves behind; its waiters are granted on the state their CLIENT gives now. Each
-/// waiter's state is named from its CLIENT and the mode, without opening a key: one on `state`
-/// has `state`'s keys, already opened and checked by the caller.
-fn waiters_with_ticket(mode: Mode, name: &[u8], ticket: &[u8], state: &StateId) -> Vec<WaiterId> {
-    queue::with_ticket(ticket)
-        .into_iter()
-        .filter(|(_, db, request)| {
-            *db == state.db
-                && request.name == name
-                && permits_key_of(name, mode, request.client.as_deref())
-                    .is_some_and(|permits_key| *permits_key == *state.permits_key)
-        })
-        .map(|(waiter, ..)| waiter)
-        .collect()
-}
-
-/// The permits key of the state a request of `client` on limiter `name` acts on under `mode`;
-/// None for PER_CLIENT without a client (such a request fails).
-fn permits_key_of(name: &[u8], mode: Mode, client: Option<&[u8]>) -> Option<KeyName> {
-    match (mode, client) {
-        (Mode::Overall, _) => Some(StateKeys::overall(name).permits),
-        (Mode::PerClient, Some(client)) => Some(StateKeys::client(name, client).permits),
-        (Mode::PerClient, None) => None,
-    }
-}
-
-/// What serving a queue's head found.
-enum Step {
-    /// Its ticket was granted or cancelled on the state it waits on.
-    Known(Fate),
-    /// Tried; with a grant, the other waiters carrying its ticket (the same wait, resent).
-    Tried(Outcome, Vec<WaiterId>),
 }
 
 /// Something may have freed permits of limiter `name` (in the context's database).
@@ -238,100 +149,6 @@ fn schedule(ctx: &Context, queue: QueueId, ms: i64) {
     }
 }
 
-/// Serves a queue from its head for as long as the head can be granted, if the server can
-/// write now.
-fn serve(ctx: &Context, queue: QueueId) {
-    if ctx.get_flags().contains(ContextFlags::SLAVE) {
-        // Only a master writes; a client blocked on a server that became a replica is told so.
-        while let Some(removed) = queue::head(queue).and_then(|head| take(ctx, head.waiter)) {
-            unblock(removed.bc, Served::Failed(READONLY.into()));
-        }
-        return;
-    }
-    if server::writes_paused() {
-        // Whatever is due is served once the pause ends.
-        if let Some(previous) =
-            queue::set_wake(queue, timer::start::<Wake>(ctx, PAUSED_RETRY_MS, queue))
-        {
-            timer::stop(ctx, previous);
-        }
-        return;
-    }
-    while let Some(head) = queue::head(queue) {
-        server::select_db(ctx, head.state.db);
-        let request = &head.request;
-        let client = request.client.as_deref();
-        let ticket = request.ticket.as_deref();
-        let now = clock::now_ms();
-        let step = LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-            // Resolved once for this turn: the state it is granted on now, which a change of
-            // mode may have made another than its queue's. Its ticket is looked up and
-            // remembered there, where CANCEL looks.
-            let resolved = limiter.resolve_existing(client)?;
-            let state = resolved.id();
-            if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, state, now)) {
-                return Ok(Step::Known(fate));
-            }
-            resolved.configuration().check_permits(request.permits)?;
-            let verdict = limiter.acquire(
-                &resolved,
-                Acquisition {
-                    permits: request.permits,
-                    turn: Turn::FirstInLine,
-                    reset: Reset::NotWanted,
-                    now,
-                },
-            )?;
-            let mut same_wait = Vec::new();
-            if let (Outcome::Acquired, Some(ticket)) = (verdict.outcome, ticket) {
-                remember_grant(ticket, state, &verdict, now);
-                same_wait =
-                    waiters_with_ticket(resolved.config().mode, &request.name, ticket, state);
-                same_wait.retain(|&waiter| waiter != head.waiter);
-            }
-            Ok(Step::Tried(verdict.outcome, same_wait))
-        });
-        match step {
-            // The same wait, resent after a reconnect, was granted on the old connection.
-            Ok(Step::Known(Fate::Granted { .. })) => {
-                if let Some(removed) = take(ctx, head.waiter) {
-                    unblock(removed.bc, Served::Acquired);
-                }
-            }
-            // Cancelled after it was queued (CANCEL removes those it finds): it takes nothing.
-            Ok(Step::Known(Fate::Cancelled)) => {
-                if let Some(removed) = take(ctx, head.waiter) {
-                    unblock(removed.bc, hint_for(ctx, &removed));
-                }
-            }
-            Ok(Step::Tried(Outcome::Wait(ms), _)) => return schedule(ctx, queue, ms),
-            Ok(Step::Tried(Outcome::Acquired, same_wait)) => {
-                stats::add(&stats::ACQUIRED);
-                if let Some(removed) = take(ctx, head.waiter) {
-                    unblock(removed.bc, Served::Acquired);
-                }
-                // The same wait resent and queued behind it (its first connection not yet seen
-                // closed) is answered by this grant at once, taking nothing.
-                for waiter in same_wait {
-                    if let Some(removed) = take(ctx, waiter) {
-                        unblock(removed.bc, Served::Acquired);
-                        after_leaving(ctx, &removed);
-                    }
-                }
-            }
-            // Deleted or reconfigured under the waiter: it gets the error TRYACQUIRE would give.
-            Err(e) => {
-                if let Some(removed) = take(ctx, head.waiter) {
-                    unblock(removed.bc, Served::Failed(e.to_string()));
-                }
-            }
-        }
-    }
-}
-
-/// The error a waiter gets when its server is no longer a master.
-const READONLY: &str = "READONLY You can't write against a read only replica.";
-
 /// Takes a waiter out of its queue and stops its timers. None if it was already gone.
 fn take(ctx: &Context, waiter: WaiterId) -> Option<Removed> {
     let removed = queue::remove(waiter)?;
@@ -376,7 +193,8 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
             Some(found) => found?,
             None => limiter.resolve(configuration, client)?,
         };
-        resolved.wait_hint(request.permits, now).map(Some)
+        let queued = queued(&resolved).unwrap_or(0);
+        resolved.wait_hint(request.permits, queued, now).map(Some)
     });
     match hint {
         Ok(Some(ms)) => Served::Wait(ms),
