@@ -48,12 +48,11 @@ mod tat;
 mod tickets;
 
 use std::ffi::CStr;
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use commands::doc::{Doc, Keys};
 use ffi::command::Handler;
-use redis_module::{raw, redis_module, Context, RedisString, Status};
+use redis_module::{redis_module, Context, RedisString, Status};
 
 /// Unit tests and fuzz targets run without a server, where Redis's allocator does not exist.
 #[cfg(not(any(test, fuzzing)))]
@@ -74,18 +73,9 @@ type Step = fn(&Context, &Doc) -> Status;
 
 /// The server's handler for a command's `run`; its error replies are counted in `INFO ratelimit`.
 macro_rules! handler {
-    ($run:path) => {{
-        extern "C" fn handler(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            let context = Context::new(ctx);
-            let result = ffi::command::with_args(argv, argc, |args| $run(&context, args));
-            context.reply(stats::counted(result)) as c_int
-        }
-        handler as Handler
-    }};
+    ($run:path) => {
+        ffi::command::handler!($run, stats::counted)
+    };
 }
 
 /// Options given after the module path in `loadmodule`.
@@ -249,7 +239,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     // Replaces the crate's default (empty) INFO callback with ours.
-    raw::register_info_function(ctx.ctx, Some(stats::info));
+    ffi::info::register::<stats::Report>(ctx);
     Status::Ok
 }
 

@@ -17,12 +17,11 @@ pub mod setrate;
 pub mod throttle;
 pub mod tryacquire;
 
-use std::os::raw::{c_char, c_long};
-
-use redis_module::{raw, Context, RedisValue};
+use redis_module::{Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::error::Error;
+use crate::ffi::reply;
 use crate::sliding_log::{Config, Mode, Outcome};
 use crate::store::Verdict;
 
@@ -42,7 +41,7 @@ fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u
         Outcome::Wait(ms) => (0, ms),
     };
     let fields = if limited_by.is_some() { 6 } else { 5 };
-    raw::reply_with_map(ctx.ctx, fields as c_long);
+    reply::map(ctx, fields);
     for (name, value) in [
         ("allowed", allowed),
         ("limit", verdict.limit),
@@ -50,22 +49,16 @@ fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u
         ("retry_after", retry_after),
         ("reset_after", verdict.reset_after),
     ] {
-        bulk(ctx, name.as_bytes());
-        raw::reply_with_long_long(ctx.ctx, value);
+        reply::bulk(ctx, name.as_bytes());
+        reply::integer(ctx, value);
     }
     if let Some(key) = limited_by {
-        bulk(ctx, b"limited_by");
+        reply::bulk(ctx, b"limited_by");
         match key {
-            Some(key) => bulk(ctx, key),
-            None => {
-                raw::reply_with_null(ctx.ctx);
-            }
+            Some(key) => reply::bulk(ctx, key),
+            None => reply::null(ctx),
         }
     }
-}
-
-fn bulk(ctx: &Context, bytes: &[u8]) {
-    raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
 }
 
 /// Parses the trailing `[CLIENT id]` that most commands take; anything else is a syntax error.
@@ -211,10 +204,10 @@ impl ConfigOptions {
 
 /// An array of integers, replied straight into the client's buffer (the same in RESP2 and
 /// RESP3): the GCRA commands' five numbers, with nothing allocated for them.
-pub(crate) fn reply_integers(ctx: &redis_module::Context, numbers: &[i64]) {
-    redis_module::raw::reply_with_array(ctx.ctx, numbers.len() as std::os::raw::c_long);
+pub(crate) fn reply_integers(ctx: &Context, numbers: &[i64]) {
+    reply::array(ctx, numbers.len());
     for &n in numbers {
-        redis_module::raw::reply_with_long_long(ctx.ctx, n);
+        reply::integer(ctx, n);
     }
 }
 
