@@ -125,9 +125,9 @@ impl LoadOptions {
 
 /// `ratelimit.config-cache yes|no` (default yes): keep limiters' configurations between calls.
 /// Changeable at run time.
-enum ConfigCache {}
+enum ConfigCacheSetting {}
 
-impl ffi::config::BoolSetting for ConfigCache {
+impl ffi::config::BoolSetting for ConfigCacheSetting {
     const NAME: &'static CStr = c"config-cache";
     const IMMUTABLE: bool = false;
     fn get() -> bool {
@@ -175,7 +175,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
-    let registered = ffi::config::register_bool::<ConfigCache>(ctx, options.config_cache)
+    let registered = ffi::config::register_bool::<ConfigCacheSetting>(ctx, options.config_cache)
         && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands);
     if registered && !ffi::config::load(ctx) {
         ctx.log_warning("ratelimit: a ratelimit.* configuration was refused");
