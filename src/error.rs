@@ -33,7 +33,10 @@ pub enum Error {
     /// `CLIENT` with an empty id.
     EmptyClient,
     /// A `TICKET` empty or longer than the table keeps.
-    BadTicket,
+    BadTicket {
+        /// The longest ticket taken, in bytes.
+        max: usize,
+    },
     /// EXPIRE with NX and another condition, or GT with LT (Redis's own messages).
     IncompatibleExpireOptions(&'static str),
     /// Data written by someone else that this module cannot read. Names the key and the problem.
@@ -105,11 +108,7 @@ impl fmt::Display for Error {
                 f.write_str("ERR the limiter is PER_CLIENT: CLIENT id is required")
             }
             Error::EmptyClient => f.write_str("ERR CLIENT id must not be empty"),
-            Error::BadTicket => write!(
-                f,
-                "ERR TICKET must be 1 to {} bytes",
-                crate::tickets::MAX_LEN
-            ),
+            Error::BadTicket { max } => write!(f, "ERR TICKET must be 1 to {max} bytes"),
             Error::IncompatibleExpireOptions(msg) => write!(f, "ERR {msg}"),
             Error::Corrupt { key, problem } => {
                 write!(

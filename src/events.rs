@@ -82,7 +82,7 @@ pub fn watch_for_config_cache(ctx: &Context) -> bool {
         return true;
     }
     let subscribed =
-        watch_keys_and_removals::<ConfigCache>(ctx, raw::REDISMODULE_NOTIFY_HASH as c_int);
+        watch_keys_and_removals::<ConfigCacheKeys>(ctx, raw::REDISMODULE_NOTIFY_HASH as c_int);
     CONFIG_CACHE.store(subscribed, Ordering::Relaxed);
     subscribed
 }
@@ -96,7 +96,7 @@ pub fn watch_for_waiters(ctx: &Context) {
     let classes = raw::REDISMODULE_NOTIFY_STRING
         | raw::REDISMODULE_NOTIFY_HASH
         | raw::REDISMODULE_NOTIFY_ZSET;
-    watch_keys_and_removals::<Waiters>(ctx, classes as c_int);
+    watch_keys_and_removals::<WaitersKeys>(ctx, classes as c_int);
 }
 
 /// Subscribes `W` to the keyspace events of `classes`, and to keys leaving: the KEY server
@@ -127,9 +127,9 @@ fn listeners() -> Option<&'static Listeners> {
 }
 
 /// The config cache's keyspace subscription.
-enum ConfigCache {}
+enum ConfigCacheKeys {}
 
-impl KeyWatcher for ConfigCache {
+impl KeyWatcher for ConfigCacheKeys {
     fn key_event(ctx: &Context, event: &[u8], key: &[u8]) {
         if let Some(listeners) = listeners() {
             (listeners.config_cache.key_event)(ctx, event, key);
@@ -138,9 +138,9 @@ impl KeyWatcher for ConfigCache {
 }
 
 /// The waiters' keyspace subscription.
-enum Waiters {}
+enum WaitersKeys {}
 
-impl KeyWatcher for Waiters {
+impl KeyWatcher for WaitersKeys {
     fn key_event(ctx: &Context, event: &[u8], key: &[u8]) {
         if let Some(listeners) = listeners() {
             (listeners.waiters.key_event)(ctx, event, key);

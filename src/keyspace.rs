@@ -34,6 +34,14 @@ pub struct StateKeys {
     pub permits: KeyName,
 }
 
+/// A limiter state's identity, what its waiters' queue and its tickets are keyed by: its
+/// database and its permits key's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StateId {
+    pub db: i32,
+    pub permits_key: Vec<u8>,
+}
+
 /// Whether `key` is named as a limiter's value or permits key (`{name}:value`,
 /// `name{tag}:permits`, `{name}:value:<client>` ...): a suffix after a name that contains `{`.
 pub fn is_state_key_name(key: &[u8]) -> bool {

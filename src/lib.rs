@@ -4,18 +4,20 @@
 //! Layers, each importing only the ones below it:
 //! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
-//! 3. `blocking`: serving the clients blocked in ACQUIRE.
-//! 4. `store/`: a limiter's keys: open and check them, decode the configuration, apply the
-//!    sliding log's plans with the TTL rule. `tat`: a GCRA drop-in's key. `migration`: the
-//!    slot-migration checks of cluster mode.
+//! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
+//!    rule, CANCEL; `tickets`: the table of tickets' fates.
+//! 4. `store/`: a limiter's keys: open and check them, resolve a request once (configuration,
+//!    state, identity), apply the sliding log's plans with the TTL rule; it knows nothing of
+//!    waiters (the permits they wait for are handed to it). `tat`: a GCRA drop-in's key.
+//!    `migration`: the slot-migration checks of cluster mode.
 //! 5. `config_cache/` (configurations kept between calls), `events` (the one owner of event
 //!    subscriptions: the others register listeners with it at load and it imports none of
-//!    them), `queue` (the waiters' bookkeeping, which the store reads to count permits
-//!    queued), `evictions` and `stats` (INFO).
+//!    them), `queue` (the waiters' bookkeeping), `evictions` and `stats` (INFO).
 //! 6. `key`: typed key access; `Key::apply` is the one place writes are made, replicated and
 //!    notified.
-//! 7. `clock` (the module's clock over the server's), and the pure code that knows nothing of
-//!    Redis: `sliding_log`, `gcra`, `keyspace` (names and member bytes), `args`, `error`.
+//! 7. `clock` (the module's clock over the server's), `error` (every error and its text, as a
+//!    `RedisError` too), and the pure code that knows nothing of Redis: `sliding_log`, `gcra`,
+//!    `keyspace` (names, member bytes, a state's identity), `args`.
 //! 8. `ffi/`: the server's C API behind small safe functions, and the callbacks the server
 //!    calls, which reach up through traits their callers implement: the one module with unsafe
 //!    code, importing none of the others.
@@ -46,12 +48,11 @@ mod tat;
 mod tickets;
 
 use std::ffi::CStr;
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use commands::doc::{Doc, Keys};
 use ffi::command::Handler;
-use redis_module::{raw, redis_module, Context, RedisString, Status};
+use redis_module::{redis_module, Context, RedisString, Status};
 
 /// Unit tests and fuzz targets run without a server, where Redis's allocator does not exist.
 #[cfg(not(any(test, fuzzing)))]
@@ -72,18 +73,9 @@ type Step = fn(&Context, &Doc) -> Status;
 
 /// The server's handler for a command's `run`; its error replies are counted in `INFO ratelimit`.
 macro_rules! handler {
-    ($run:path) => {{
-        extern "C" fn handler(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            let context = Context::new(ctx);
-            let result = ffi::command::with_args(argv, argc, |args| $run(&context, args));
-            context.reply(stats::counted(result)) as c_int
-        }
-        handler as Handler
-    }};
+    ($run:path) => {
+        ffi::command::handler!($run, stats::counted)
+    };
 }
 
 /// Options given after the module path in `loadmodule`.
@@ -133,9 +125,9 @@ impl LoadOptions {
 
 /// `ratelimit.config-cache yes|no` (default yes): keep limiters' configurations between calls.
 /// Changeable at run time.
-enum ConfigCache {}
+enum ConfigCacheSetting {}
 
-impl ffi::config::BoolSetting for ConfigCache {
+impl ffi::config::BoolSetting for ConfigCacheSetting {
     const NAME: &'static CStr = c"config-cache";
     const IMMUTABLE: bool = false;
     fn get() -> bool {
@@ -183,7 +175,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
-    let registered = ffi::config::register_bool::<ConfigCache>(ctx, options.config_cache)
+    let registered = ffi::config::register_bool::<ConfigCacheSetting>(ctx, options.config_cache)
         && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands);
     if registered && !ffi::config::load(ctx) {
         ctx.log_warning("ratelimit: a ratelimit.* configuration was refused");
@@ -247,7 +239,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     // Replaces the crate's default (empty) INFO callback with ours.
-    raw::register_info_function(ctx.ctx, Some(stats::info));
+    ffi::info::register::<stats::Report>(ctx);
     Status::Ok
 }
 

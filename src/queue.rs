@@ -1,10 +1,10 @@
 //! Clients blocked in RATELIMIT.ACQUIRE, queued per limiter state, first come first served.
 //!
-//! Plain bookkeeping with no Redis calls: the serving logic lives in `blocking`. Everything here
+//! Plain bookkeeping with no Redis calls: the serving logic lives in `blocking`. It holds the
+//! handles of blocked clients and timers (ffi's types) but calls nothing on them. Everything here
 //! runs on Redis's main thread (commands, timers and blocked-client callbacks all do), so the
 //! registry is a thread-local.
 
-// Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
@@ -12,16 +12,10 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::ffi::blocked::BlockedClient;
 use crate::ffi::timer::TimerId;
+use crate::keyspace::StateId;
 
 pub type QueueId = u64;
 pub type WaiterId = u64;
-
-/// The state a queue waits on: a database and a permits key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct StateId {
-    pub db: i32,
-    pub permits_key: Vec<u8>,
-}
 
 /// What a waiter asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]

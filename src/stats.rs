@@ -3,12 +3,12 @@
 //!
 //! Commands run on Redis's main thread; atomics only make the statics safe to declare.
 
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use redis_module::{raw, RedisResult};
+use redis_module::RedisResult;
 
 use crate::config_cache;
+use crate::ffi::info::{self, Info};
 use crate::tickets;
 
 /// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
@@ -62,33 +62,35 @@ pub fn counted(result: RedisResult) -> RedisResult {
     result
 }
 
-/// The INFO callback, registered at load: the module's version (Cargo.toml's, as `MODULE LIST`
+/// The INFO report, registered at load: the module's version (Cargo.toml's, as `MODULE LIST`
 /// and the release artifacts carry it) in `ratelimit_module`, then the counters.
-pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    if raw::add_info_section(ctx, Some("module")) == raw::Status::Ok {
-        raw::add_info_field_str(ctx, "version", env!("CARGO_PKG_VERSION"));
+pub struct Report;
+
+impl info::Report for Report {
+    fn report(info: &mut Info) {
+        if info.section("module") {
+            info.text("version", env!("CARGO_PKG_VERSION"));
+        }
+        if !info.section("stats") {
+            return;
+        }
+        for (name, counter) in [
+            ("acquired", &ACQUIRED),
+            ("refused", &REFUSED),
+            ("errors", &ERRORS),
+            ("blocked_clients", &BLOCKED_CLIENTS),
+            ("waits", &WAITS),
+            ("timeouts", &TIMEOUTS),
+            ("cancels", &CANCELS),
+            ("evicted_keys", &EVICTED_KEYS),
+        ] {
+            info.count(name, counter.load(Relaxed));
+        }
+        // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
+        info.count("tickets", u64::try_from(tickets::len()).unwrap_or(u64::MAX));
+        let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
+        info.count("configs_kept", kept);
+        // 1 while calls come back to few enough limiters for the config cache to pay.
+        info.count("configs_in_use", u64::from(config_cache::in_use()));
     }
-    if raw::add_info_section(ctx, Some("stats")) != raw::Status::Ok {
-        return;
-    }
-    for (name, counter) in [
-        ("acquired", &ACQUIRED),
-        ("refused", &REFUSED),
-        ("errors", &ERRORS),
-        ("blocked_clients", &BLOCKED_CLIENTS),
-        ("waits", &WAITS),
-        ("timeouts", &TIMEOUTS),
-        ("cancels", &CANCELS),
-        ("evicted_keys", &EVICTED_KEYS),
-    ] {
-        raw::add_info_field_unsigned_long_long(ctx, name, counter.load(Relaxed));
-    }
-    // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
-    let tickets = u64::try_from(tickets::len()).unwrap_or(u64::MAX);
-    raw::add_info_field_unsigned_long_long(ctx, "tickets", tickets);
-    let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
-    raw::add_info_field_unsigned_long_long(ctx, "configs_kept", kept);
-    // 1 while calls come back to few enough limiters for the config cache to pay.
-    let in_use = u64::from(config_cache::in_use());
-    raw::add_info_field_unsigned_long_long(ctx, "configs_in_use", in_use);
 }

@@ -22,7 +22,7 @@ use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use crate::error::Error;
-use crate::queue::StateId;
+use crate::keyspace::StateId;
 use crate::sliding_log::Entry;
 
 /// The most tickets remembered at once.
@@ -45,7 +45,7 @@ pub const CANCELLED_FOR_MS: i64 = 10 * 60 * 1000;
 /// A caller-chosen id of one wait, 1 ..= [`MAX_LEN`] bytes.
 pub fn parse(arg: &[u8]) -> Result<&[u8], Error> {
     if arg.is_empty() || arg.len() > MAX_LEN {
-        Err(Error::BadTicket)
+        Err(Error::BadTicket { max: MAX_LEN })
     } else {
         Ok(arg)
     }
@@ -62,19 +62,19 @@ pub enum Fate {
 }
 
 struct Remembered {
-    /// The limiter state's fingerprint ([`Table::fingerprint`]): a ticket is looked up by its
+    /// The limiter state's fingerprint ([`TicketTable::fingerprint`]): a ticket is looked up by its
     /// bytes, so the state only has to tell one limiter from another for the same ticket, and
     /// its key name (often longer than the ticket) is not kept per ticket.
     state: u64,
     fate: Fate,
     /// When it is forgotten: a grant's entry frees then.
     lapses_at: i64,
-    /// Its place in `Table::order`.
+    /// Its place in `TicketTable::order`.
     seq: u64,
 }
 
 #[derive(Default)]
-struct Table {
+struct TicketTable {
     /// Remembers until the next sweep of lapsed tickets may run: a full table sweeps at most
     /// once per [`SWEEP_EVERY`] tickets remembered, O(1) amortized.
     sweep_in: usize,
@@ -88,16 +88,16 @@ struct Table {
 }
 
 thread_local! {
-    static TABLE: RefCell<Table> = RefCell::default();
+    static TABLE: RefCell<TicketTable> = RefCell::default();
 }
 
-fn with<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+fn with<R>(f: impl FnOnce(&mut TicketTable) -> R) -> R {
     TABLE.with(|table| f(&mut table.borrow_mut()))
 }
 
 /// Forgets every ticket (a load or an unload of the module, whole databases changed).
 pub fn reset() {
-    with(|t| *t = Table::default());
+    with(|t| *t = TicketTable::default());
 }
 
 /// How many tickets are remembered now.
@@ -171,7 +171,7 @@ fn remember(ticket: &[u8], state: &StateId, fate: Fate, lapses_at: i64, now: i64
     });
 }
 
-impl Table {
+impl TicketTable {
     /// Drops the oldest tickets while lapsed (or, `over_capacity`, while the table is over its
     /// capacity), and the stale places in front of `order`.
     fn drop_oldest(&mut self, now: i64, over_capacity: bool) {
@@ -349,8 +349,8 @@ mod tests {
 
     #[test]
     fn tickets_are_one_to_64_bytes() {
-        assert_eq!(parse(b""), Err(Error::BadTicket));
-        assert_eq!(parse(&[b'x'; 65]), Err(Error::BadTicket));
+        assert_eq!(parse(b""), Err(Error::BadTicket { max: MAX_LEN }));
+        assert_eq!(parse(&[b'x'; 65]), Err(Error::BadTicket { max: MAX_LEN }));
         assert_eq!(parse(&[b'x'; 64]), Ok(&[b'x'; 64][..]));
     }
 }

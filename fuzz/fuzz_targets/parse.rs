@@ -10,7 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
-    acquire, allow, allowall, available, config, debug, delete, expire, gcra, persist, release,
+    acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, persist, release,
     setrate, throttle, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
@@ -91,6 +91,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(request) = release::parse(&words) {
         assert!(request.permits >= 1);
+        assert!(request.client.is_none_or(|c| !c.is_empty()));
+    }
+    if let Ok(request) = cancel::parse(&words) {
+        assert_eq!(request.key, words[0]);
+        assert!((1..=64).contains(&request.ticket.len()));
         assert!(request.client.is_none_or(|c| !c.is_empty()));
     }
     if let Ok(request) = config::parse(&words) {

@@ -5,13 +5,20 @@
 //! block and answers as TRYACQUIRE. `TICKET` names this wait for RATELIMIT.CANCEL, and makes a
 //! resend of a wait already granted answer nil without taking again.
 
-use redis_module::{Context, RedisResult};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::acquire_options;
 use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, KEY, RATE, UPDATE};
 use crate::args::{self, Tokens};
-use crate::blocking::{self, AcquireRequest};
+use crate::blocking::{self, Wait};
+use crate::clock;
 use crate::error::Error;
+use crate::key::Write;
+use crate::queue;
+use crate::sliding_log::{Config, Outcome, Reset};
+use crate::stats;
+use crate::store::{Acquisition, LimiterKeys, Resolved, Turn};
+use crate::tickets::{self, Fate};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.acquire",
@@ -33,7 +40,22 @@ pub const DOC: Doc = Doc {
     ],
 };
 
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AcquireRequest<'a>, Error> {
+/// An ACQUIRE, from its arguments to its grant or its wait.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub key: &'a [u8],
+    pub permits: u32,
+    /// 0 waits forever.
+    pub timeout_ms: i64,
+    pub client: Option<&'a [u8]>,
+    /// Creates the limiter on first use.
+    pub create: Option<Config>,
+    /// The caller's id of this wait: a resend answers from its grant, and RATELIMIT.CANCEL
+    /// names it.
+    pub ticket: Option<&'a [u8]>,
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut tokens = Tokens::new(args);
     let key = tokens.next_arg().ok_or(Error::WrongArity)?;
     let permits = match tokens.next_if_numeric() {
@@ -41,7 +63,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AcquireRequest<'a>, Error> {
         None => 1,
     };
     let options = acquire_options(&mut tokens, true)?;
-    Ok(AcquireRequest {
+    Ok(Request {
         key,
         permits,
         timeout_ms: options.timeout.unwrap_or(0),
@@ -51,9 +73,93 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AcquireRequest<'a>, Error> {
     })
 }
 
+/// Acquires now, or blocks the caller in the limiter's queue.
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let request = parse(args)?;
-    blocking::acquire(ctx, &request)
+    let now = clock::now_ms();
+    let can_block = blocking::can_block(ctx);
+    let turn = if can_block {
+        Turn::Queueing
+    } else {
+        Turn::BehindWaiters
+    };
+    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
+    let resolved = match resolve(&limiter, &request, now)? {
+        Ok(resolved) => resolved,
+        Err(answer) => return Ok(answer),
+    };
+    let acquisition = Acquisition {
+        permits: request.permits,
+        turn,
+        queued: blocking::queued(&resolved),
+        reset: Reset::NotWanted,
+        now,
+    };
+    let verdict = limiter.acquire(&resolved, acquisition)?;
+    let hint_ms = match verdict.outcome {
+        Outcome::Acquired => {
+            stats::add(&stats::ACQUIRED);
+            if let Some(ticket) = request.ticket {
+                blocking::remember_grant(ticket, resolved.id(), &verdict, now);
+            }
+            return Ok(RedisValue::Null);
+        }
+        Outcome::Wait(ms) => ms,
+    };
+    if !can_block {
+        stats::add(&stats::REFUSED);
+        return Ok(RedisValue::Integer(hint_ms));
+    }
+    let wait = Wait {
+        state: resolved.id().clone(),
+        watched: resolved.watched(request.key),
+        request: queue::Request {
+            name: request.key.to_vec(),
+            client: request.client.map(<[u8]>::to_vec),
+            permits: request.permits,
+            ticket: request.ticket.map(<[u8]>::to_vec),
+        },
+        timeout_ms: request.timeout_ms,
+        hint_ms,
+    };
+    drop(resolved);
+    drop(limiter);
+    blocking::block(ctx, wait)
+}
+
+/// The limiter resolved for this request, unless its ticket answers it: a resend of a wait
+/// already granted answers nil, taking nothing; one cancelled is refused with the wait hint.
+/// Errors come in the order TRYACQUIRE gives them (the configuration, the permits, the state),
+/// except that a ticket already granted answers whatever the permits.
+fn resolve<'c>(
+    limiter: &LimiterKeys<'c, Write>,
+    request: &Request<'_>,
+    now: i64,
+) -> Result<Result<Resolved<'c, Write>, RedisValue>, Error> {
+    let configuration = limiter.configuration(request.create.as_ref())?;
+    let mut resolved = None;
+    // A limiter about to be created has no ticket to look up.
+    if let Some(ticket) = request.ticket.filter(|_| configuration.exists()) {
+        let found = limiter.resolve(configuration, request.client);
+        if let Ok(on) = &found {
+            match tickets::fate(ticket, on.id(), now) {
+                Some(Fate::Granted { .. }) => return Ok(Err(RedisValue::Null)),
+                Some(Fate::Cancelled) => {
+                    stats::add(&stats::REFUSED);
+                    let queued = blocking::queued(on).unwrap_or(0);
+                    let wait = on.wait_hint(request.permits, queued, now)?;
+                    return Ok(Err(RedisValue::Integer(wait)));
+                }
+                None => {}
+            }
+        }
+        resolved = Some(found);
+    }
+    configuration.check_permits(request.permits)?;
+    match resolved {
+        Some(found) => found.map(Ok),
+        None => limiter.resolve(configuration, request.client).map(Ok),
+    }
 }
 
 #[cfg(test)]
@@ -87,7 +193,7 @@ mod tests {
         let args: [&[u8]; 5] = [b"k", b"TICKET", b"a", b"TICKET", b"b"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
         let args: [&[u8]; 3] = [b"k", b"TICKET", b""];
-        assert!(matches!(parse(&args), Err(Error::BadTicket)));
+        assert!(matches!(parse(&args), Err(Error::BadTicket { max: 64 })));
         let args: [&[u8]; 2] = [b"k", b"TIMEOUT"];
         assert!(matches!(parse(&args), Err(Error::Syntax)));
     }

@@ -5,7 +5,8 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
-use super::{acquire_now, parse_acquisition, reply_verdict, Acquisition};
+use super::reply_verdict;
+use super::tryacquire;
 use crate::error::Error;
 use crate::sliding_log::Reset;
 
@@ -20,13 +21,15 @@ pub const DOC: Doc = Doc {
     args: &ACQUISITION_ARGS,
 };
 
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
-    parse_acquisition(args)
+/// An ALLOW: TRYACQUIRE's request, deciding with `reset_after` wanted.
+pub type Request<'a> = tryacquire::Request<'a>;
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    tryacquire::parse(args)
 }
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
-    let request = parse(args)?;
-    let verdict = acquire_now(ctx, &request, Reset::Wanted)?;
+    let verdict = parse(args)?.decide(ctx, Reset::Wanted)?;
     reply_verdict(ctx, &verdict, None);
     Ok(RedisValue::NoReply)
 }

@@ -7,13 +7,14 @@ use redis_module::{Context, RedisResult, RedisValue};
 use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, UPDATE};
 use super::reply_verdict;
 use crate::args::{self, Tokens};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::ffi::command;
 use crate::key::Write;
 use crate::sliding_log::{Outcome, Reset};
 use crate::stats;
-use crate::store::{LimiterKeys, Turn, Verdict};
+use crate::store::{Acquisition, LimiterKeys, Turn, Verdict};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.allowall",
@@ -83,35 +84,42 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     }
     let request = parse(args)?;
     let now = clock::now_ms();
-    // Every limiter is opened, read and decided before anything is written.
+    // Every limiter is opened, resolved, read and decided before anything is written.
     let limiters = request
         .keys
         .iter()
         .map(|&key| LimiterKeys::<Write>::open(ctx, key).map_err(|e| e.of_limiter(key)))
         .collect::<Result<Vec<_>, Error>>()?;
-    let attempts = limiters
+    // Each limiter resolved once. Errors are told in the order of the limiters listed, each
+    // limiter's in the order TRYACQUIRE gives them: a limiter's error reading its log comes
+    // before a later limiter's error resolving.
+    let resolved: Vec<Result<_, Error>> = limiters
         .iter()
-        .zip(&request.keys)
-        .map(|(limiter, &key)| {
+        .map(|limiter| limiter.resolve_for(None, request.client, request.permits))
+        .collect();
+    let mut attempts = Vec::with_capacity(limiters.len());
+    for ((limiter, found), &key) in limiters.iter().zip(&resolved).zip(&request.keys) {
+        let one = found.as_ref().map_err(|e| e.clone().of_limiter(key))?;
+        let acquisition = Acquisition {
+            permits: request.permits,
+            turn: Turn::BehindWaiters,
+            queued: blocking::queued(one),
+            reset: Reset::Wanted,
+            now,
+        };
+        attempts.push(
             limiter
-                .attempt(
-                    request.client,
-                    request.permits,
-                    now,
-                    Turn::BehindWaiters,
-                    None,
-                    Reset::Wanted,
-                )
-                .map_err(|e| e.of_limiter(key))
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
+                .attempt(one, acquisition)
+                .map_err(|e| e.of_limiter(key))?,
+        );
+    }
     // Names that derive the same keys (`a` and `{a}`) would take from one state twice.
-    let named: Vec<_> = attempts.iter().zip(&request.keys).collect();
-    for (i, &(attempt, &second)) in named.iter().enumerate() {
+    let named: Vec<_> = resolved.iter().flatten().zip(&request.keys).collect();
+    for (i, &(one, &second)) in named.iter().enumerate() {
         let earlier = named.iter().take(i);
         if let Some(&(_, &first)) = earlier
             .into_iter()
-            .find(|(other, _)| other.shares_state_with(attempt))
+            .find(|(other, _)| other.shares_state_with(one))
         {
             return Err(Error::SharedState {
                 first: first.to_vec(),

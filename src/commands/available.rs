@@ -5,6 +5,7 @@ use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, CLIENT, KEY, READ};
 use super::{parse_target, Target};
+use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Read;
@@ -29,5 +30,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let Target { key, client } = parse(args)?;
     let now = clock::now_ms();
     let limiter = LimiterKeys::<Read>::open(ctx, key)?;
-    Ok(RedisValue::Integer(limiter.available(client, now)?))
+    let resolved = limiter.resolve_existing(client)?;
+    let queued = blocking::queued(&resolved).unwrap_or(0);
+    Ok(RedisValue::Integer(resolved.available(queued, now)?))
 }

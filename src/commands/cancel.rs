@@ -72,10 +72,10 @@ mod tests {
         let args: [&[u8]; 1] = [b"k"];
         assert_eq!(parse(&args), Err(Error::WrongArity));
         let args: [&[u8]; 2] = [b"k", b""];
-        assert_eq!(parse(&args), Err(Error::BadTicket));
+        assert_eq!(parse(&args), Err(Error::BadTicket { max: 64 }));
         let long = [b'x'; 65];
         let args: [&[u8]; 2] = [b"k", &long];
-        assert_eq!(parse(&args), Err(Error::BadTicket));
+        assert_eq!(parse(&args), Err(Error::BadTicket { max: 64 }));
         let args: [&[u8]; 3] = [b"k", b"t", b"NX"];
         assert_eq!(parse(&args), Err(Error::Syntax));
     }

@@ -1,12 +1,11 @@
 //! `RATELIMIT.CONFIG key`: the limiter's configuration as a map (a flat array in RESP2):
 //! `rate`, `interval`, `type` (`OVERALL` | `PER_CLIENT`), `keepAliveTime`; nil if it does not exist.
 
-use std::os::raw::{c_char, c_long};
-
-use redis_module::{raw, Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use super::doc::{Doc, Keys, KEY, READ};
 use crate::error::Error;
+use crate::ffi::reply;
 use crate::key::Read;
 use crate::sliding_log::{Config, Mode};
 use crate::store::LimiterKeys;
@@ -52,19 +51,17 @@ fn reply_map(ctx: &Context, config: &Config) {
         Mode::Overall => "OVERALL",
         Mode::PerClient => "PER_CLIENT",
     };
-    raw::reply_with_map(ctx.ctx, 4 as c_long);
+    reply::map(ctx, 4);
     for (field, value) in [
         ("rate", Field::Int(config.rate)),
         ("interval", Field::Int(config.interval)),
         ("type", Field::Text(kind)),
         ("keepAliveTime", Field::Int(config.keep_alive)),
     ] {
-        bulk(ctx, field);
+        reply::bulk(ctx, field.as_bytes());
         match value {
-            Field::Int(n) => {
-                raw::reply_with_long_long(ctx.ctx, n);
-            }
-            Field::Text(text) => bulk(ctx, text),
+            Field::Int(n) => reply::integer(ctx, n),
+            Field::Text(text) => reply::bulk(ctx, text.as_bytes()),
         }
     }
 }
@@ -72,10 +69,6 @@ fn reply_map(ctx: &Context, config: &Config) {
 enum Field {
     Int(i64),
     Text(&'static str),
-}
-
-fn bulk(ctx: &Context, text: &str) {
-    raw::reply_with_string_buffer(ctx.ctx, text.as_ptr().cast::<c_char>(), text.len());
 }
 
 #[cfg(test)]

@@ -17,17 +17,13 @@ pub mod setrate;
 pub mod throttle;
 pub mod tryacquire;
 
-use std::os::raw::{c_char, c_long};
-
-use redis_module::{raw, Context, RedisValue};
+use redis_module::{Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
-use crate::clock;
 use crate::error::Error;
-use crate::key::Write;
-use crate::sliding_log::{Config, Mode, Outcome, Reset};
-use crate::stats;
-use crate::store::{LimiterKeys, Turn, Verdict};
+use crate::ffi::reply;
+use crate::sliding_log::{Config, Mode, Outcome};
+use crate::store::Verdict;
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
 fn outcome_reply(outcome: Outcome) -> RedisValue {
@@ -45,7 +41,7 @@ fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u
         Outcome::Wait(ms) => (0, ms),
     };
     let fields = if limited_by.is_some() { 6 } else { 5 };
-    raw::reply_with_map(ctx.ctx, fields as c_long);
+    reply::map(ctx, fields);
     for (name, value) in [
         ("allowed", allowed),
         ("limit", verdict.limit),
@@ -53,22 +49,16 @@ fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u
         ("retry_after", retry_after),
         ("reset_after", verdict.reset_after),
     ] {
-        bulk(ctx, name.as_bytes());
-        raw::reply_with_long_long(ctx.ctx, value);
+        reply::bulk(ctx, name.as_bytes());
+        reply::integer(ctx, value);
     }
     if let Some(key) = limited_by {
-        bulk(ctx, b"limited_by");
+        reply::bulk(ctx, b"limited_by");
         match key {
-            Some(key) => bulk(ctx, key),
-            None => {
-                raw::reply_with_null(ctx.ctx);
-            }
+            Some(key) => reply::bulk(ctx, key),
+            None => reply::null(ctx),
         }
     }
-}
-
-fn bulk(ctx: &Context, bytes: &[u8]) {
-    raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
 }
 
 /// Parses the trailing `[CLIENT id]` that most commands take; anything else is a syntax error.
@@ -98,60 +88,17 @@ pub fn parse_target<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
     Ok(Target { key, client })
 }
 
-/// `key [permits] [CLIENT id] [RATE ...]`: what TRYACQUIRE and ALLOW take.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Acquisition<'a> {
-    pub key: &'a [u8],
-    pub permits: u32,
-    pub client: Option<&'a [u8]>,
-    pub create: Option<Config>,
-}
-
-pub fn parse_acquisition<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
-    let mut tokens = Tokens::new(args);
-    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
-    let permits = match tokens.next_if_numeric() {
-        Some(arg) => args::permits(arg)?,
-        None => 1,
-    };
-    let options = acquire_options(&mut tokens, false)?;
-    Ok(Acquisition {
-        key,
-        permits,
-        client: options.client,
-        create: options.create,
-    })
-}
-
-/// TRYACQUIRE's and ALLOW's acquisition: now, behind any queued ACQUIRE clients, counted in
-/// `INFO ratelimit`.
-fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result<Verdict, Error> {
-    let limiter = LimiterKeys::<Write>::open(ctx, request.key)?;
-    let verdict = limiter.try_acquire(
-        request.client,
-        request.permits,
-        clock::now_ms(),
-        Turn::BehindWaiters,
-        request.create.as_ref(),
-        reset,
-    )?;
-    stats::add(match verdict.outcome {
-        Outcome::Acquired => &stats::ACQUIRED,
-        Outcome::Wait(_) => &stats::REFUSED,
-    });
-    Ok(verdict)
-}
-
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
 /// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
 /// `[TIMEOUT ms]`
 /// where the command takes it.
+/// A parsing step of each command's request, not a request itself.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct AcquireOptions<'a> {
-    pub client: Option<&'a [u8]>,
-    pub create: Option<Config>,
-    pub timeout: Option<i64>,
-    pub ticket: Option<&'a [u8]>,
+struct AcquireOptions<'a> {
+    client: Option<&'a [u8]>,
+    create: Option<Config>,
+    timeout: Option<i64>,
+    ticket: Option<&'a [u8]>,
 }
 
 fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireOptions<'a>, Error> {
@@ -257,10 +204,10 @@ impl ConfigOptions {
 
 /// An array of integers, replied straight into the client's buffer (the same in RESP2 and
 /// RESP3): the GCRA commands' five numbers, with nothing allocated for them.
-pub(crate) fn reply_integers(ctx: &redis_module::Context, numbers: &[i64]) {
-    redis_module::raw::reply_with_array(ctx.ctx, numbers.len() as std::os::raw::c_long);
+pub(crate) fn reply_integers(ctx: &Context, numbers: &[i64]) {
+    reply::array(ctx, numbers.len());
     for &n in numbers {
-        redis_module::raw::reply_with_long_long(ctx.ctx, n);
+        reply::integer(ctx, n);
     }
 }
 

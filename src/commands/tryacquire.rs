@@ -5,9 +5,15 @@
 use redis_module::{Context, RedisResult};
 
 use super::doc::{Doc, Keys, ACQUISITION_ARGS, UPDATE};
-use super::{acquire_now, outcome_reply, parse_acquisition, Acquisition};
+use super::{acquire_options, outcome_reply};
+use crate::args::{self, Tokens};
+use crate::blocking;
+use crate::clock;
 use crate::error::Error;
-use crate::sliding_log::Reset;
+use crate::key::Write;
+use crate::sliding_log::{Config, Outcome, Reset};
+use crate::stats;
+use crate::store::{Acquisition, LimiterKeys, Turn, Verdict};
 
 pub const DOC: Doc = Doc {
     name: c"ratelimit.tryacquire",
@@ -20,13 +26,60 @@ pub const DOC: Doc = Doc {
     args: &ACQUISITION_ARGS,
 };
 
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Acquisition<'a>, Error> {
-    parse_acquisition(args)
+/// A TRYACQUIRE (and an ALLOW, which takes the same arguments), from its arguments to its
+/// verdict.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub key: &'a [u8],
+    pub permits: u32,
+    pub client: Option<&'a [u8]>,
+    /// Creates the limiter on first use.
+    pub create: Option<Config>,
+}
+
+/// `key [permits] [CLIENT id] [RATE ...]`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
+    let mut tokens = Tokens::new(args);
+    let key = tokens.next_arg().ok_or(Error::WrongArity)?;
+    let permits = match tokens.next_if_numeric() {
+        Some(arg) => args::permits(arg)?,
+        None => 1,
+    };
+    let options = acquire_options(&mut tokens, false)?;
+    Ok(Request {
+        key,
+        permits,
+        client: options.client,
+        create: options.create,
+    })
+}
+
+impl Request<'_> {
+    /// Acquires now, behind any queued ACQUIRE clients, counted in `INFO ratelimit`; with
+    /// `reset` wanted for ALLOW's `reset_after`.
+    pub fn decide(&self, ctx: &Context, reset: Reset) -> Result<Verdict, Error> {
+        let limiter = LimiterKeys::<Write>::open(ctx, self.key)?;
+        let resolved = limiter.resolve_for(self.create.as_ref(), self.client, self.permits)?;
+        let verdict = limiter.acquire(
+            &resolved,
+            Acquisition {
+                permits: self.permits,
+                turn: Turn::BehindWaiters,
+                queued: blocking::queued(&resolved),
+                reset,
+                now: clock::now_ms(),
+            },
+        )?;
+        stats::add(match verdict.outcome {
+            Outcome::Acquired => &stats::ACQUIRED,
+            Outcome::Wait(_) => &stats::REFUSED,
+        });
+        Ok(verdict)
+    }
 }
 
 pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
-    let request = parse(args)?;
-    let verdict = acquire_now(ctx, &request, Reset::NotWanted)?;
+    let verdict = parse(args)?.decide(ctx, Reset::NotWanted)?;
     Ok(outcome_reply(verdict.outcome))
 }
 

@@ -8,8 +8,6 @@
 //! name), so a sample costs one word of a 16 KiB array whether or not anything is kept. A sample
 //! that finds its own fingerprint is a limiter come back.
 
-use super::table::SLOTS;
-
 /// One lookup in this many is sampled, on average. Which ones is drawn from a hash of the
 /// lookup's number, not every fourth: calls that alternate between a few limiters (a global one
 /// and a per-user one on each request) would otherwise have only some of them sampled.
@@ -33,11 +31,10 @@ const PARTS: u32 = 32;
 /// to go into use: 31 in 32. With calls at random over n limiters, a share of about
 /// `(1 - e^-x) / x` does, where `x = n / SLOTS` (more or less, as their names fall in the
 /// slots): 0.97 at 250 limiters, 0.94 at 500, 0.89 at 1 000, 0.37 at 10 000. The line sits
-/// where, by `make bench`'s paired rounds against `config-cache no` (docs/performance.md), the
-/// table still paid at 500 limiters at random and no longer did at 1 000 by CPU time when it was
-/// set (on Redis 7.0 the events it subscribes to cost every write). By instructions alone it
-/// still saves at 1 000 (0.84x held in use): the misses of memory it adds are what instructions
-/// do not count.
+/// between 500 and 1 000 limiters at random, where the measurements (docs/performance.md, made
+/// by `make bench-config-cache`) found the table stop paying by CPU time (on Redis 7.0 the
+/// events it subscribes to cost every write); counting instructions alone misses the cache
+/// misses of memory it adds.
 pub const IN_USE_AT: u32 = 31;
 
 /// The share that keeps the table in use once it is: 30 in 32, so a share that sits on the
@@ -66,13 +63,16 @@ pub struct Spread {
     samples: u32,
     /// Samples this window that found their own fingerprint in their slot.
     returns: u32,
+    /// The slots of the table the limiters' fingerprints fall in (the config cache's).
+    slots: usize,
     last: Vec<u32>,
 }
 
 impl Spread {
     /// In use, so a limiter read after the module loads is kept at once, as it is while calls
-    /// come back to few limiters (and stays in use if its first window finds enough).
-    pub const fn new() -> Spread {
+    /// come back to few limiters (and stays in use if its first window finds enough). The
+    /// fingerprints sampled fall in `slots` slots.
+    pub const fn new(slots: usize) -> Spread {
         Spread {
             in_use: true,
             enough: true,
@@ -81,6 +81,7 @@ impl Spread {
             lookups: 0,
             samples: 0,
             returns: 0,
+            slots,
             last: Vec::new(),
         }
     }
@@ -105,7 +106,7 @@ impl Spread {
     /// Notes whether the limiter came back to its slot, and decides at the end of each window.
     fn sample(&mut self, slot: usize, fingerprint: u32) {
         if self.last.is_empty() {
-            self.last.resize(SLOTS, 0);
+            self.last.resize(self.slots, 0);
         }
         if let Some(last) = self.last.get_mut(slot) {
             if *last == fingerprint {
@@ -148,6 +149,9 @@ impl Spread {
 mod tests {
     use super::*;
 
+    /// As many slots as the config cache's table has.
+    const SLOTS: usize = 4096;
+
     /// `samples` samples of limiters named by `name`, each at its own slot.
     fn feed(spread: &mut Spread, samples: u32, name: impl Fn(u32) -> u32) -> bool {
         for i in 0..samples {
@@ -161,7 +165,7 @@ mod tests {
     fn into_use_after_two_windows_that_find_enough_out_under_a_lower_line() {
         let few = |i: u32| i % 8;
         let many = |i: u32| 100_000 + i;
-        let mut spread = Spread::new();
+        let mut spread = Spread::new(SLOTS);
         assert!(spread.in_use(), "in use from the start");
         assert!(
             !feed(&mut spread, FIRST_WINDOW, many),

@@ -30,7 +30,7 @@ pub const SLOTS: usize = 4096;
 /// The longest name kept, in bytes.
 pub const MAX_NAME: usize = 256;
 
-pub(super) struct Entry {
+pub(super) struct KeptLimiter {
     db: i32,
     name: Box<[u8]>,
     /// The hash's field count when it was read.
@@ -46,7 +46,7 @@ pub(super) struct Entry {
     names: Option<Names>,
 }
 
-impl Entry {
+impl KeptLimiter {
     fn is(&self, db: i32, name: &[u8]) -> bool {
         self.db == db && *self.name == *name
     }
@@ -86,7 +86,7 @@ pub struct Known {
 /// array rather than an entry and its name elsewhere in memory. Both empty until the first entry
 /// is kept. And how calls spread.
 pub struct Table {
-    entries: Vec<Option<Entry>>,
+    entries: Vec<Option<KeptLimiter>>,
     tags: Vec<u64>,
     spread: Spread,
 }
@@ -138,7 +138,7 @@ impl Table {
         Table {
             entries: Vec::new(),
             tags: Vec::new(),
-            spread: Spread::new(),
+            spread: Spread::new(SLOTS),
         }
     }
 
@@ -209,7 +209,7 @@ impl Table {
         name: &[u8],
         fields: usize,
         config: Config,
-    ) -> Option<Entry> {
+    ) -> Option<KeptLimiter> {
         if name.len() > MAX_NAME {
             return None;
         }
@@ -224,7 +224,7 @@ impl Table {
         ) else {
             return None;
         };
-        let replaced = slot.replace(Entry {
+        let replaced = slot.replace(KeptLimiter {
             db,
             name: name.into(),
             fields,
@@ -239,7 +239,7 @@ impl Table {
     /// Forgets the entry of `name` in `db`, if one is kept: its hash changed or is gone.
     /// Returns the entry, for the caller to free outside its lock.
     #[must_use]
-    pub(super) fn forget(&mut self, db: i32, name: &[u8]) -> Option<Entry> {
+    pub(super) fn forget(&mut self, db: i32, name: &[u8]) -> Option<KeptLimiter> {
         let slot = self.tagged(&Place::of(db, name))?;
         let (Some(entry), Some(tag)) = (self.entries.get_mut(slot), self.tags.get_mut(slot)) else {
             return None;

@@ -14,6 +14,24 @@ pub(crate) type Handler =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
 /// Legacy key positions given at creation: first key, last key, step (0, 0, 0 for none).
+/// The server's handler (an `extern "C"` trampoline) for a command's `$run`, whose result
+/// `$reply` passes through before it is replied.
+macro_rules! handler {
+    ($run:path, $reply:path) => {{
+        extern "C" fn handler(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            let context = redis_module::Context::new(ctx);
+            let result = $crate::ffi::command::with_args(argv, argc, |args| $run(&context, args));
+            context.reply($reply(result)) as std::os::raw::c_int
+        }
+        handler as $crate::ffi::command::Handler
+    }};
+}
+pub(crate) use handler;
+
 pub(crate) type KeyPositions = (c_int, c_int, c_int);
 
 /// Creates command `name` with its `flags` (`write deny-oom` ...) and legacy key positions.

@@ -5,7 +5,8 @@
 //!
 //! The server calls back into the module through the `extern "C"` trampolines here. They call up
 //! into safe Rust through traits the caller implements ([`timer::Timer`],
-//! [`blocked::Blocker`], [`events::KeyWatcher`] and its siblings): dispatched statically, and
+//! [`blocked::Blocker`], [`events::KeyWatcher`] and its siblings, [`info::Report`], and the
+//! command handlers [`command::handler`] makes): dispatched statically, and
 //! this module imports no layer above it.
 
 /// Reads an API pointer: `None` when the server does not export the call.
@@ -22,6 +23,8 @@ pub(crate) mod blocked;
 pub(crate) mod command;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod info;
 pub(crate) mod key;
+pub(crate) mod reply;
 pub(crate) mod server;
 pub(crate) mod timer;

@@ -1,7 +1,7 @@
 //! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
 //! committing it; AVAILABLE and the wait hint read the same way without writing.
 
-use super::{Condition, LimiterKeys, RateChange, State};
+use super::{Condition, LimiterKeys, RateChange, Resolved, State};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
 use crate::sliding_log::{self, AcquirePlan, Config, Entry, Logging, Outcome, Reset};
@@ -19,31 +19,33 @@ pub enum Turn {
     FirstInLine,
 }
 
+/// What an acquisition asks of a resolved limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquisition {
+    pub permits: u32,
+    pub turn: Turn,
+    /// Permits the clients blocked in ACQUIRE on the state wait for, if any wait (never
+    /// counted for the head being served): the waiters' side tells (`blocking::queued`), the
+    /// store knows nothing of them.
+    pub queued: Option<u64>,
+    /// Whether the verdict must say when the whole log frees (ALLOW's `reset_after`).
+    pub reset: Reset,
+    pub now: i64,
+}
+
 /// An acquisition read and decided, not yet written (see [`LimiterKeys::attempt`]).
-pub struct Attempt<'c, M: OpenMode> {
-    config: Config,
-    /// The configuration of a limiter created by this acquisition (the `RATE` option).
-    created: Option<Config>,
-    state: State<'c, M>,
+pub struct Attempt<'r, 'c, M: OpenMode> {
+    resolved: &'r Resolved<'c, M>,
+    acquisition: Acquisition,
     plan: AcquirePlan,
-    turn: Turn,
-    now: i64,
     /// Permits queued ahead by blocked ACQUIRE clients.
     queued: u64,
 }
 
-impl<M: OpenMode> Attempt<'_, M> {
+impl<M: OpenMode> Attempt<'_, '_, M> {
     /// Whether the attempt would take its permits.
     pub fn grants(&self) -> bool {
         self.plan.append.is_some()
-    }
-
-    /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
-    /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
-    pub fn shares_state_with(&self, other: &Self) -> bool {
-        let mine = [self.state.value.name(), self.state.permits.name()];
-        let theirs = [other.state.value.name(), other.state.permits.name()];
-        mine.iter().any(|key| theirs.contains(key))
     }
 }
 
@@ -77,98 +79,82 @@ pub struct Logged {
 }
 
 impl<'c, M: OpenMode> LimiterKeys<'c, M> {
-    /// TRYACQUIRE: take `permits` now or say how long to wait.
-    pub fn try_acquire(
+    /// Decides `acquisition` on `resolved` and commits it: the one step TRYACQUIRE, ALLOW,
+    /// ACQUIRE and the serving of a waiter take.
+    pub fn acquire(
         &self,
-        client: Option<&[u8]>,
-        permits: u32,
-        now: i64,
-        turn: Turn,
-        create: Option<&Config>,
-        reset: Reset,
+        resolved: &Resolved<'c, M>,
+        acquisition: Acquisition,
     ) -> Result<Verdict, Error>
     where
         M: Writable,
     {
-        let attempt = self.attempt(client, permits, now, turn, create, reset)?;
+        let attempt = self.attempt(resolved, acquisition)?;
         self.commit(&attempt, true)
     }
 
-    /// Reads and decides an acquisition without writing anything: the plan, and whether the
-    /// limiter must first be created (`create`, when its hash does not exist).
-    pub fn attempt(
+    /// Reads and decides an acquisition without writing anything. The permits were checked
+    /// against the rate when the limiter was resolved ([`LimiterKeys::resolve_for`]).
+    pub fn attempt<'r>(
         &self,
-        client: Option<&[u8]>,
-        permits: u32,
-        now: i64,
-        turn: Turn,
-        create: Option<&Config>,
-        reset: Reset,
-    ) -> Result<Attempt<'c, M>, Error>
+        resolved: &'r Resolved<'c, M>,
+        acquisition: Acquisition,
+    ) -> Result<Attempt<'r, 'c, M>, Error>
     where
         M: Writable,
     {
-        let (config, created) = match (self.config()?, create) {
-            (Some(config), _) => (config, None),
-            (None, Some(creation)) => {
-                self.refuse_split(&[&self.hash])?;
-                (*creation, Some(*creation))
-            }
-            (None, None) => {
-                return Err(self.require_config().err().unwrap_or(Error::NotInitialized))
-            }
-        };
-        if i64::from(permits) > config.rate {
-            return Err(Error::PermitsExceedRate);
-        }
-        let state = self.state(&config, client)?;
+        let Acquisition {
+            permits,
+            turn,
+            queued,
+            reset,
+            now,
+        } = acquisition;
+        let config = resolved.config();
+        let state = &resolved.state;
         let stored = state.stored_value()?;
         let queued = match turn {
             Turn::FirstInLine => None,
-            Turn::BehindWaiters | Turn::Queueing => self.queued_permits(&state),
+            Turn::BehindWaiters | Turn::Queueing => queued,
         };
         let plan = match queued {
             // Take nothing while others wait; hint at when they and this request could fit.
             Some(ahead) => {
-                let wait = hint(&config, stored, &state, now, ahead, permits)?;
-                let (available, reset_after) = sliding_log::status(&config, stored, &state, now)?;
+                let wait = hint(config, stored, state, now, ahead, permits)?;
+                let (available, reset_after) = sliding_log::status(config, stored, state, now)?;
                 AcquirePlan::waiting(wait, available, reset_after)
             }
-            None => sliding_log::try_acquire(&config, stored, &state, now, permits, reset)?,
+            None => sliding_log::try_acquire(config, stored, state, now, permits, reset)?,
         };
         Ok(Attempt {
-            config,
-            created,
-            state,
+            resolved,
+            acquisition,
             plan,
-            turn,
-            now,
             queued: queued.unwrap_or(0),
         })
     }
 
     /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
     /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
-    /// value and the TTL rule.
-    pub fn commit(&self, attempt: &Attempt<'_, M>, grant: bool) -> Result<Verdict, Error>
+    /// value and the TTL rule. Its verdict is the decision, as every acquiring command sees it.
+    pub fn commit(&self, attempt: &Attempt<'_, 'c, M>, grant: bool) -> Result<Verdict, Error>
     where
         M: Writable,
     {
         let Attempt {
-            config,
-            created,
-            state,
-            turn,
-            now,
+            resolved,
+            acquisition: Acquisition { turn, now, .. },
             queued,
             ..
-        } = attempt;
+        } = *attempt;
+        let config = resolved.config();
+        let state = &resolved.state;
         let plan = if grant {
             attempt.plan
         } else {
-            attempt.plan.without_grant(*now, config.interval)
+            attempt.plan.without_grant(now, config.interval)
         };
-        if let Some(creation) = created {
+        if let Some(creation) = resolved.configuration().created() {
             self.create(creation)?;
         }
         let logging = plan.logging();
@@ -183,8 +169,8 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             let may_merge = matches!(logging, Logging::Merge(_));
             member = Some(state.log(logging.entry(), may_merge)?);
         }
-        self.write_value_and_ttls(config, state, plan.value, waiting(&plan, *turn, *queued));
-        Ok(Verdict::of(&plan, config, *queued, member))
+        self.write_value_and_ttls(config, state, plan.value, waiting(&plan, turn, queued));
+        Ok(Verdict::of(&plan, config, queued, member))
     }
 
     /// Writes the hash of a limiter created on first use: exactly what SETRATE NX does.
@@ -201,28 +187,34 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         // NX reads no clock and touches no state.
         self.set_rate(&change, 0).map(|_| ())
     }
+}
 
-    /// The wait TRYACQUIRE would reply now, computed without writing (for an ACQUIRE that times out).
-    pub fn wait_hint(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error> {
-        let config = self.require_config()?;
-        if i64::from(permits) > config.rate {
-            return Err(Error::PermitsExceedRate);
-        }
-        let state = self.state(&config, client)?;
-        let ahead = self.queued_permits(&state).unwrap_or(0);
-        hint(&config, state.stored_value()?, &state, now, ahead, permits)
-    }
-
-    /// AVAILABLE: permits a new request could take now, computed without writing: what queued
-    /// ACQUIRE clients wait for counts as taken (a new request is refused while they wait).
-    pub fn available(&self, client: Option<&[u8]>, now: i64) -> Result<i64, Error> {
-        let config = self.require_config()?;
-        let state = self.state(&config, client)?;
-        let available = sliding_log::available(&config, state.stored_value()?, &state, now)?;
-        let queued = self.queued_permits(&state).unwrap_or(0);
+impl<M: OpenMode> Resolved<'_, M> {
+    /// AVAILABLE: permits a new request could take now, computed without writing: the
+    /// `queued` permits blocked ACQUIRE clients wait for count as taken (a new request is
+    /// refused while they wait).
+    pub fn available(&self, queued: u64, now: i64) -> Result<i64, Error> {
+        let state = &self.state;
+        let available = sliding_log::available(self.config(), state.stored_value()?, state, now)?;
         Ok(available
             .saturating_sub(i64::try_from(queued).unwrap_or(i64::MAX))
             .max(0))
+    }
+
+    /// The wait TRYACQUIRE would reply now, behind the `queued` permits blocked ACQUIRE
+    /// clients wait for, computed without writing (for an ACQUIRE that times out or is
+    /// cancelled).
+    pub fn wait_hint(&self, permits: u32, queued: u64, now: i64) -> Result<i64, Error> {
+        self.configuration().check_permits(permits)?;
+        let state = &self.state;
+        hint(
+            self.config(),
+            state.stored_value()?,
+            state,
+            now,
+            queued,
+            permits,
+        )
     }
 }
 

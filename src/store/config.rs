@@ -39,7 +39,7 @@ impl Fields {
 
 /// A configuration decoded from its hash, with the fields found ([`Fields::present`]).
 pub(super) struct ReadConfig {
-    config: Config,
+    pub(super) config: Config,
     present: u8,
 }
 
@@ -78,7 +78,11 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
 
     /// The configuration decoded from the hash, which exists, and the fields found.
     pub(super) fn read_config(&self) -> Result<ReadConfig, Error> {
-        let fields = self.fields();
+        self.decode(&self.fields())
+    }
+
+    /// The configuration `fields` (read from the hash) hold, and the fields found.
+    pub(super) fn decode(&self, fields: &Fields) -> Result<ReadConfig, Error> {
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
         else {
@@ -115,7 +119,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             precision: 1,
         };
         Ok(ReadConfig {
-            config: self.with_precision(config, &fields)?,
+            config: self.with_precision(config, fields)?,
             present: fields.present(),
         })
     }
@@ -137,16 +141,6 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             precision,
             ..config
         })
-    }
-
-    /// The configuration of a limiter that must exist. Its callers go on to the derived keys,
-    /// so a missing hash may be one a slot migration has moved away from them.
-    pub fn require_config(&self) -> Result<Config, Error> {
-        let config = self.config()?;
-        if config.is_none() {
-            self.refuse_split(&[&self.hash])?;
-        }
-        config.ok_or(Error::NotInitialized)
     }
 
     /// The configuration's fields. `precision`, which only this module writes, is asked only

@@ -6,11 +6,13 @@ mod acquire;
 mod config;
 mod open;
 mod release;
+mod resolve;
 mod setrate;
 mod ttl;
 mod writes;
 
-pub use acquire::{Turn, Verdict};
+pub use acquire::{Acquisition, Turn, Verdict};
+pub use resolve::Resolved;
 pub use setrate::{Condition, RateChange};
 
 use std::ops::ControlFlow;
@@ -25,7 +27,6 @@ use crate::error::Error;
 use crate::ffi::server;
 use crate::key::{Effect, Key, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
-use crate::queue::{self, StateId};
 use crate::sliding_log::{Config, Entry, Mode, Order, PermitLog, Span};
 use open::Caller;
 
@@ -55,33 +56,6 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
                 self.open_state(&StateKeys::client(self.name, client))
             }
             (Mode::PerClient, None) => Err(Error::ClientRequired),
-        }
-    }
-
-    /// Permits requested by the clients blocked in ACQUIRE on this state, if any are.
-    fn queued_permits(&self, state: &State<'_, M>) -> Option<u64> {
-        if queue::is_empty() {
-            return None;
-        }
-        queue::queued_permits(&self.state_id(state))
-    }
-
-    /// The state an ACQUIRE on `client` waits on, and the keys whose writes may free permits.
-    pub fn waiting_state(&self, client: Option<&[u8]>) -> Result<(StateId, [Vec<u8>; 3]), Error> {
-        let config = self.require_config()?;
-        let state = self.state(&config, client)?;
-        let watched = [
-            self.name.to_vec(),
-            state.value.name().to_vec(),
-            state.permits.name().to_vec(),
-        ];
-        Ok((self.state_id(&state), watched))
-    }
-
-    fn state_id(&self, state: &State<'_, M>) -> StateId {
-        StateId {
-            db: self.db,
-            permits_key: state.permits.name().to_vec(),
         }
     }
 

@@ -3,7 +3,7 @@
 use std::ops::ControlFlow;
 
 use super::writes::id_print;
-use super::{score_ms, LimiterKeys};
+use super::{score_ms, LimiterKeys, Resolved};
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
 use crate::keyspace;
@@ -15,9 +15,9 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
     where
         M: Writable,
     {
-        let config = self.require_config()?;
-        let state = self.state(&config, client)?;
-        let plan = sliding_log::release(&config, state.stored_value()?, &state, now, permits)?;
+        let resolved = self.resolve_existing(client)?;
+        let (config, state) = (resolved.config(), &resolved.state);
+        let plan = sliding_log::release(config, state.stored_value()?, state, now, permits)?;
         // The entry to split, read before anything is written: the newest one after the prune
         // (which only removes older entries) and the removals.
         let mut shrink = None;
@@ -44,19 +44,19 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
             state.split(&old, &new, Entry { score, permits });
         }
         if plan.released > 0 || plan.prune != Prune::Nothing || plan.value.is_some() {
-            self.write_value_and_ttls(&config, &state, plan.value, 0);
+            self.write_value_and_ttls(config, state, plan.value, 0);
         }
         Ok(plan.released)
     }
 }
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// RATELIMIT.CANCEL of a granted ticket: gives back exactly the grant logged as `grant` on
-    /// the state of `client`, in the entry whose id has the fingerprint `member` (see
+    /// the resolved state, in the entry whose id has the fingerprint `member` (see
     /// [`sliding_log::give_back`]). Returns how many permits.
     pub fn give_back(
         &self,
-        client: Option<&[u8]>,
+        resolved: &Resolved<'c, M>,
         grant: Entry,
         member: u64,
         now: i64,
@@ -64,8 +64,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
     where
         M: Writable,
     {
-        let config = self.require_config()?;
-        let state = self.state(&config, client)?;
+        let (config, state) = (resolved.config(), &resolved.state);
         // The grant's entry: at its score, under the id it was logged with. A member this module
         // cannot read is not one it logged a grant in.
         let mut found = None;
@@ -85,7 +84,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         )?;
         let in_entry = found.as_ref().map(|(_, permits)| *permits);
         let stored = state.stored_value()?;
-        let Some(plan) = sliding_log::give_back(&config, stored, &state, now, grant, in_entry)?
+        let Some(plan) = sliding_log::give_back(config, stored, state, now, grant, in_entry)?
         else {
             return Ok(0);
         };
@@ -114,7 +113,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
                 state.permits.apply(Effect::ZRem(&old));
             }
         }
-        self.write_value_and_ttls(&config, &state, plan.value, 0);
+        self.write_value_and_ttls(config, state, plan.value, 0);
         Ok(plan.given_back)
     }
 }

@@ -89,10 +89,11 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         };
         let keep = match target {
             Some(state) if change.keep_state && !mode_changed => {
-                // The permits logged are read off the value under the configuration in force;
-                // if either is unreadable, the log is summed instead (a repair).
-                let previous = match (self.config(), state.stored_value()) {
-                    (Ok(Some(old)), Ok(stored)) => Some((old, stored)),
+                // The permits logged are read off the value under the configuration in force,
+                // decoded from the fields read above (the hash is read once); if either is
+                // unreadable, or the hash absent, the log is summed instead (a repair).
+                let previous = match (self.decode(&fields), state.stored_value()) {
+                    (Ok(old), Ok(stored)) => Some((old.config, stored)),
                     _ => None,
                 };
                 Some(sliding_log::keep_state(

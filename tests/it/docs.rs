@@ -950,3 +950,62 @@ fn a_wrong_reply_on_a_page_is_caught() {
     let untagged = "```\n127.0.0.1:6380> PING\nPONG\n```\n";
     assert!(std::panic::catch_unwind(|| blocks_of("fixture.md", untagged)).is_err());
 }
+
+/// The commands a table lists in its first column, by the names `name_of` reads off each cell,
+/// from the rows after the header line `header` up to the first line that is not a row.
+fn table_commands(text: &str, header: &str, name_of: impl Fn(&str) -> Vec<String>) -> Vec<String> {
+    let mut lines = text.lines().skip_while(|line| line.trim() != header);
+    assert!(lines.next().is_some(), "no table headed {header:?}");
+    lines
+        .skip(1) // |---|---|
+        .take_while(|line| line.starts_with('|'))
+        .flat_map(|line| {
+            let cell = line.split('|').nth(1).unwrap_or_default();
+            name_of(cell)
+        })
+        .collect()
+}
+
+/// A table that leaves a command out, or lists one the module does not register, misleads:
+/// the README's list of commands and the ACL table of docs/operations.md each name every
+/// command the module registers (DEBUG with `debug-commands yes`), exactly once.
+#[test]
+fn every_table_of_commands_lists_each_registered_command() {
+    let server = Server::start();
+    let mut registered: Vec<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("MODULE")
+        .arg("ratelimit")
+        .query::<Vec<String>>(&mut server.conn())
+        .expect("COMMAND LIST")
+        .into_iter()
+        .map(|name| name.to_uppercase())
+        .collect();
+    registered.sort();
+    assert!(registered.len() >= 15, "registered: {registered:?}");
+    let short = |name: &str| name.trim_start_matches("RATELIMIT.").to_string();
+
+    let readme = fs::read_to_string(root().join("README.md")).expect("README.md");
+    let mut listed = table_commands(&readme, "| command | what it does |", |cell| {
+        // `[RATELIMIT.SETRATE](docs/commands/setrate.md)`
+        let name = cell.trim().trim_start_matches('[');
+        vec![name.split(']').next().unwrap_or_default().to_uppercase()]
+    });
+    listed.sort();
+    assert_eq!(listed, registered, "README.md's table of commands");
+
+    let operations = fs::read_to_string(root().join("docs/operations.md")).expect("operations");
+    let mut listed = table_commands(&operations, "| command | categories |", |cell| {
+        // `SETRATE, TRYACQUIRE`, or `DEBUG (only with ...)`
+        let names = cell.split('(').next().unwrap_or_default();
+        names
+            .split(',')
+            .map(|name| name.trim().to_uppercase())
+            .collect()
+    });
+    listed.sort();
+    let mut expected: Vec<String> = registered.iter().map(|name| short(name)).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "docs/operations.md's ACL table");
+}

@@ -1,0 +1,142 @@
+//! Resolving a limiter for one request: its configuration read once, then the state the request
+//! acts on and that state's identity. Everything after (the attempt, the commit, the wait hint,
+//! a give-back, a ticket's lookup) reads these instead of the hash again.
+
+use std::cell::OnceCell;
+
+use super::{LimiterKeys, State};
+use crate::error::Error;
+use crate::key::OpenMode;
+use crate::keyspace::StateId;
+use crate::sliding_log::Config;
+
+/// A limiter's configuration as one request finds it: decoded from its hash (or taken from the
+/// config cache) once, or the one the request's `RATE` option creates it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Configuration {
+    pub config: Config,
+    /// The hash is absent and the request creates the limiter when it commits.
+    creates: bool,
+}
+
+impl Configuration {
+    /// Whether the limiter's hash exists (it is not created by this request).
+    pub fn exists(&self) -> bool {
+        !self.creates
+    }
+
+    /// A request of `permits` is refused outright when it exceeds the rate: no wait would ever
+    /// let it through.
+    pub fn check_permits(&self, permits: u32) -> Result<(), Error> {
+        if i64::from(permits) > self.config.rate {
+            return Err(Error::PermitsExceedRate);
+        }
+        Ok(())
+    }
+
+    /// The configuration written when the request commits, if it creates the limiter.
+    pub(super) fn created(&self) -> Option<&Config> {
+        self.creates.then_some(&self.config)
+    }
+}
+
+/// A limiter resolved for one request: its configuration and the state (OVERALL, or the
+/// request's client's) the request acts on, opened and checked.
+pub struct Resolved<'c, M: OpenMode> {
+    configuration: Configuration,
+    pub(super) state: State<'c, M>,
+    db: i32,
+    /// Made on first use: most requests never need it (no waiter, no ticket).
+    id: OnceCell<StateId>,
+}
+
+impl<M: OpenMode> Resolved<'_, M> {
+    pub fn configuration(&self) -> &Configuration {
+        &self.configuration
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.configuration.config
+    }
+
+    /// The state's identity: what the queue of its waiters and its tickets are keyed by.
+    pub fn id(&self) -> &StateId {
+        self.id.get_or_init(|| StateId {
+            db: self.db,
+            permits_key: self.state.permits.name().to_vec(),
+        })
+    }
+
+    /// The keys whose writes may free this state's permits: the limiter's hash (named `name`),
+    /// the state's value and its permits.
+    pub fn watched(&self, name: &[u8]) -> [Vec<u8>; 3] {
+        [
+            name.to_vec(),
+            self.state.value.name().to_vec(),
+            self.state.permits.name().to_vec(),
+        ]
+    }
+
+    /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
+    /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
+    pub fn shares_state_with(&self, other: &Self) -> bool {
+        let mine = [self.state.value.name(), self.state.permits.name()];
+        let theirs = [other.state.value.name(), other.state.permits.name()];
+        mine.iter().any(|key| theirs.contains(key))
+    }
+}
+
+impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    /// The configuration a request acts under: the limiter's, or `create` (the request's `RATE`
+    /// option) when its hash is absent; otherwise the limiter is not initialized. A missing
+    /// hash may be one a slot migration moved away from the derived keys: refused as such.
+    pub fn configuration(&self, create: Option<&Config>) -> Result<Configuration, Error> {
+        match (self.config()?, create) {
+            (Some(config), _) => Ok(Configuration {
+                config,
+                creates: false,
+            }),
+            (None, create) => {
+                self.refuse_split(&[&self.hash])?;
+                let config = create.ok_or(Error::NotInitialized)?;
+                Ok(Configuration {
+                    config: *config,
+                    creates: true,
+                })
+            }
+        }
+    }
+
+    /// Opens and checks the state `client` acts on under `configuration`.
+    pub fn resolve(
+        &self,
+        configuration: Configuration,
+        client: Option<&[u8]>,
+    ) -> Result<Resolved<'c, M>, Error> {
+        Ok(Resolved {
+            state: self.state(&configuration.config, client)?,
+            configuration,
+            db: self.db,
+            id: OnceCell::new(),
+        })
+    }
+
+    /// Resolves for a request of `permits`, checked in the order every acquiring command
+    /// checks: the configuration (or its creation), the permits against its rate, the state.
+    pub fn resolve_for(
+        &self,
+        create: Option<&Config>,
+        client: Option<&[u8]>,
+        permits: u32,
+    ) -> Result<Resolved<'c, M>, Error> {
+        let configuration = self.configuration(create)?;
+        configuration.check_permits(permits)?;
+        self.resolve(configuration, client)
+    }
+
+    /// Resolves a limiter that must exist, for `client`.
+    pub fn resolve_existing(&self, client: Option<&[u8]>) -> Result<Resolved<'c, M>, Error> {
+        let configuration = self.configuration(None)?;
+        self.resolve(configuration, client)
+    }
+}
