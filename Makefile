@@ -322,7 +322,7 @@ test-go: build
 	@command -v go >/dev/null 2>&1 || { echo "test-go: go is missing: install Go 1.21 or newer"; exit 1; }
 	@$(REDIS_SERVER) --version
 	cd go && go vet ./...
-	cd go/tests && go vet ./... && export $(call GO_ENV,debug) && go test -count=1 -v ./...
+	export $(call GO_ENV,debug) && cd go/tests && go vet ./... && go test -count=1 -v ./...
 
 ## The Go package's bench (docs/go.md#cost) on the release module: server CPU per call and client
 ## p50/p99 beside go-redis/redis_rate's script, a hot key and 200 000 keys at random, on
@@ -331,8 +331,8 @@ test-go: build
 bench-go: release
 	@set -e; for server in "$(REDIS_SERVER)" "$$(.ci/fetch-shared valkey9)"; do \
 		"$$server" --version; \
-		(cd go/tests && export $(call GO_ENV,release) REDIS_SERVER="$$(command -v "$$server")" RATELIMIT_BENCH=1 && \
-			go test -count=1 -run '^TestBench$$' -v -timeout 60m .); \
+		(export $(call GO_ENV,release) REDIS_SERVER="$$(realpath "$$(command -v "$$server")")" RATELIMIT_BENCH=1 && \
+			cd go/tests && go test -count=1 -run '^TestBench$$' -v -timeout 60m .); \
 	done
 
 ## The Go module as a source zip (the Go module proxy's layout) and tarball, in target/dist/

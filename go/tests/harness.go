@@ -33,11 +33,17 @@ type Server struct {
 	cmd  *exec.Cmd
 }
 
-func serverBinary() string {
-	if s := os.Getenv("REDIS_SERVER"); s != "" {
-		return s
+// serverBinary is REDIS_SERVER, or redis-server when it is not set. Set but empty is a
+// mistake of the caller (a path that did not resolve): no test may run on another server.
+func serverBinary(t testing.TB) string {
+	s, set := os.LookupEnv("REDIS_SERVER")
+	if !set {
+		return "redis-server"
 	}
-	return "redis-server"
+	if s == "" {
+		t.Fatal("REDIS_SERVER is set but empty")
+	}
+	return s
 }
 
 // ModulePath is the module the servers load.
@@ -78,10 +84,10 @@ func Start(t testing.TB, plain bool, extra ...string) *Server {
 			args = append(args, "--loadmodule", ModulePath(t), "debug-commands", "yes")
 		}
 		args = append(args, extra...)
-		cmd := exec.Command(serverBinary(), args...)
+		cmd := exec.Command(serverBinary(t), args...)
 		cmd.Dir = dir
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("%s: %v", serverBinary(), err)
+			t.Fatalf("%s: %v", serverBinary(t), err)
 		}
 		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, cmd: cmd}
 		exited := make(chan struct{})

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,6 +123,12 @@ func names(m map[string]string) []string {
 // redis_rate's own tests, on this package and the module: every one passes.
 func TestRedisRateSuiteOnTheModule(t *testing.T) {
 	server := Start(t, false)
+	info, err := server.Client(t).Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("on server_name=%q redis_version=%s valkey_version=%q", infoField(info, "server_name"),
+		infoField(info, "redis_version"), infoField(info, "valkey_version"))
 	dir := filepath.Join("_run", "module")
 	prepare(t, dir, server.Port, true)
 	outcomes, failed := goTest(t, dir)
