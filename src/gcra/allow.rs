@@ -158,7 +158,8 @@ impl Bucket {
         // What the tolerance leaves: whole tokens of T, the part of the next one kept.
         let diff = self.tolerance.checked_sub(ttl).ok_or(Overflow)?;
         if diff < self.emission {
-            return Ok(self.limited(self.emission - diff, ttl));
+            let retry_after = self.emission.checked_sub(diff).ok_or(Overflow)?;
+            return Ok(self.limited(retry_after, ttl));
         }
         let available = diff / self.emission;
         let allowed = n.clamp(0, available);
@@ -355,5 +356,12 @@ mod tests {
             }
         }
         let _ = Bucket::new(i64::MAX / 2, 1, 999_999_999_999.0);
+        // Burst 0 on a TAT at the end of time: the wait would pass i64.
+        let none = Bucket::new(0, 10, 1.0).unwrap();
+        assert_eq!(none.call(Some(i64::MAX), 0, Take::AtMost(1)), Err(Overflow));
+        assert_eq!(
+            none.call(Some(i64::MAX), 0, Take::Exactly(1)),
+            Err(Overflow)
+        );
     }
 }
