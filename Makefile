@@ -316,13 +316,15 @@ clean:
 ## required), the net/http app on a server and on a 3-master cluster, a switch mid-flight. Go
 ## 1.21+ must be installed; go-redis, testify and redis_rate come from the Go module proxy,
 ## pinned by go.sum.
+## A server path is made absolute without resolving links: Debian's redis-server is a link to
+## redis-check-rdb, which acts by the name it is called with.
 GO_ENV = RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/$(1)/libratelimit.so")" \
-	REDIS_SERVER="$$(case "$(REDIS_SERVER)" in */*) realpath "$(REDIS_SERVER)";; *) echo "$(REDIS_SERVER)";; esac)"
+	REDIS_SERVER="$$(case "$(2)" in */*) realpath -s "$(2)";; *) echo "$(2)";; esac)"
 test-go: build
 	@command -v go >/dev/null 2>&1 || { echo "test-go: go is missing: install Go 1.21 or newer"; exit 1; }
 	@$(REDIS_SERVER) --version
 	cd go && go vet ./...
-	export $(call GO_ENV,debug) && cd go/tests && go vet ./... && go test -count=1 -v ./...
+	export $(call GO_ENV,debug,$(REDIS_SERVER)) && cd go/tests && go vet ./... && go test -count=1 -v ./...
 
 ## The Go package's bench (docs/go.md#cost) on the release module: server CPU per call and client
 ## p50/p99 beside go-redis/redis_rate's script, a hot key and 200 000 keys at random, on
@@ -331,7 +333,7 @@ test-go: build
 bench-go: release
 	@set -e; for server in "$(REDIS_SERVER)" "$$(.ci/fetch-shared valkey9)"; do \
 		"$$server" --version; \
-		(export $(call GO_ENV,release) REDIS_SERVER="$$(realpath "$$(command -v "$$server")")" RATELIMIT_BENCH=1 && \
+		(export $(call GO_ENV,release,$$server) RATELIMIT_BENCH=1 && \
 			cd go/tests && go test -count=1 -run '^TestBench$$' -v -timeout 60m .); \
 	done
 
