@@ -311,7 +311,7 @@ clean:
 	cargo clean
 
 ## The Go package (go/README.md, docs/go.md), on $(REDIS_SERVER) with the debug module: go vet,
-## then go/tests: redis_rate v10.0.1's own tests (pinned in go/tests/testdata/) on the package, the same
+## then go/tests: redis_rate v10.0.1's own tests (from its module, go mod download) on the package, the same
 ## files on redis_rate itself on a plain server (the referee: its results are printed, not
 ## required), the net/http app on a server and on a 3-master cluster, a switch mid-flight. Go
 ## 1.21+ must be installed; go-redis, testify and redis_rate come from the Go module proxy,

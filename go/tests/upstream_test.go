@@ -14,16 +14,18 @@ import (
 	"testing"
 )
 
-// The pinned files of go-redis/redis_rate v10.0.1 (testdata/redis_rate-v10.0.1/README.md).
+// redis_rate's own test files are read from its module as the Go module proxy serves it, at the
+// version this module's go.mod requires and checked against go.sum's hash (UPSTREAM.md): they are
+// never copied into the repository.
 const (
-	pinned       = "testdata/redis_rate-v10.0.1"
-	originalPath = `"github.com/go-redis/redis_rate/v10"`
-	ourPath      = `"ratelimit/redis_rate"`
+	upstreamModule = "github.com/go-redis/redis_rate/v10"
+	originalPath   = `"github.com/go-redis/redis_rate/v10"`
+	ourPath        = `"ratelimit/redis_rate"`
 	// Both files connect to port 6379 (`":6379"`, `"localhost:6379"`).
 	defaultPort = `:6379"`
 )
 
-// upstreamTests are the tests and examples the pinned files hold; each must run.
+// upstreamTests are the tests and examples redis_rate's test files hold; each must run.
 var upstreamTests = []string{
 	"ExampleNewLimiter",
 	"TestAllow",
@@ -33,7 +35,7 @@ var upstreamTests = []string{
 	"TestRetryAfter",
 }
 
-// prepare copies the pinned test files into dir, a package of this module, with the mechanical
+// prepare copies redis_rate's test files into dir, a package of this module, with the mechanical
 // step and nothing else: the port replaced by the server's, and, if swap, the import path of
 // the package under test replaced by ours.
 func prepare(t *testing.T, dir string, port int, swap bool) {
@@ -41,6 +43,7 @@ func prepare(t *testing.T, dir string, port int, swap bool) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	pinned := upstreamDir(t)
 	for _, name := range []string{"rate_test.go", "example_test.go"} {
 		src, err := os.ReadFile(filepath.Join(pinned, name))
 		if err != nil {
@@ -60,6 +63,24 @@ func prepare(t *testing.T, dir string, port int, swap bool) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// upstreamDir downloads redis_rate's module (if the module cache lacks it) at the version go.mod
+// requires, verified against go.sum, and returns its directory in the module cache.
+func upstreamDir(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", upstreamModule)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v\n%s", upstreamModule, err, stderr.String())
+	}
+	var module struct{ Dir, Version, Error string }
+	if err := json.Unmarshal(out, &module); err != nil || module.Error != "" || module.Dir == "" {
+		t.Fatalf("go mod download %s: no module directory (%v %s): %s", upstreamModule, err, module.Error, out)
+	}
+	return module.Dir
 }
 
 // goTest runs `go test -json` in dir and returns each test's outcome (pass, fail, skip) and the
