@@ -19,6 +19,9 @@
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
 #   make test-java-upstream  Redisson 4.7.0's own RedissonRateLimiterTest against the library and
 #               Redisson's own limiter, on Redis 7.0 and Valkey 9 side by side (java/upstream/README.md)
+#   make test-go  the Go package (go/, docs/go.md): redis_rate's own tests, an HTTP app on a server and a cluster
+#   make bench-go  that package against go-redis/redis_rate's script, on Redis 7.0 and Valkey 9
+#   make dist-go  the Go module's source zip and tarball in target/dist/ (make dist makes them too)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 #   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
@@ -35,7 +38,8 @@ MODULE_RELEASE := target/release/libratelimit.so
 	test-java test-java-upstream bench-java bench-config-cache test-busy \
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
 	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64 \
-	deps-node test-node test-node-valkey9 dist-node bench-node
+	deps-node test-node test-node-valkey9 dist-node bench-node \
+	test-go bench-go dist-go
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -274,6 +278,8 @@ deps-deb:
 dist: deps-dist deps-java
 	ZIG_VENV=$(ZIG_VENV) packaging/dist
 	packaging/dist-java
+	packaging/dist-go
+	$(MAKE) --no-print-directory dist-node
 	packaging/checksums target/dist
 
 dist-check: deps-dist
@@ -325,6 +331,38 @@ bench-config-cache: release deps-examples
 
 clean:
 	cargo clean
+
+## The Go package (go/README.md, docs/go.md), on $(REDIS_SERVER) with the debug module: go vet,
+## then go/tests: redis_rate v10.0.1's own tests (from its module, go mod download) on the package, the same
+## files on redis_rate itself on a plain server (the referee: its results are printed, not
+## required), the net/http app on a server and on a 3-master cluster, a switch mid-flight. Go
+## 1.21+ must be installed; go-redis, testify and redis_rate come from the Go module proxy,
+## pinned by go.sum.
+## A server path is made absolute without resolving links: Debian's redis-server is a link to
+## redis-check-rdb, which acts by the name it is called with.
+GO_ENV = RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/$(1)/libratelimit.so")" \
+	REDIS_SERVER="$$(case "$(2)" in */*) realpath -s "$(2)";; *) echo "$(2)";; esac)"
+test-go: build
+	@command -v go >/dev/null 2>&1 || { echo "test-go: go is missing: install Go 1.21 or newer"; exit 1; }
+	@$(REDIS_SERVER) --version
+	cd go && go vet ./...
+	export $(call GO_ENV,debug,$(REDIS_SERVER)) && cd go/tests && go vet ./... && go test -count=1 -v ./...
+
+## The Go package's bench (docs/go.md#cost) on the release module: server CPU per call and client
+## p50/p99 beside go-redis/redis_rate's script, a hot key and 200 000 keys at random, on
+## $(REDIS_SERVER) and Valkey 9.1.2 (built from ../shared/servers the first time).
+## RATELIMIT_BENCH_CALLS (20 000) and RATELIMIT_BENCH_ROUNDS (3) size it.
+bench-go: release
+	@set -e; for server in "$(REDIS_SERVER)" "$$(.ci/fetch-shared valkey9)"; do \
+		"$$server" --version; \
+		(export $(call GO_ENV,release,$$server) RATELIMIT_BENCH=1 && \
+			cd go/tests && go test -count=1 -run '^TestBench$$' -v -timeout 60m .); \
+	done
+
+## The Go module as a source zip (the Go module proxy's layout) and tarball, in target/dist/
+## beside the module's tarballs, and SHA256SUMS again.
+dist-go:
+	packaging/dist-go
 
 ## Fuzzes the argument parsers and the permit-log member decoder for a minute (fuzz/README.md).
 ## Installs cargo-fuzz if missing; RUSTC_BOOTSTRAP=1 lets the stable toolchain run it.

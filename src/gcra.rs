@@ -14,6 +14,9 @@
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
+/// go-redis/redis_rate's flavour (RATELIMIT.GCRAALLOW), on the same key as `GCRA`.
+pub mod allow;
+
 /// The shared core: the emission interval T and the delay variation tolerance, in one unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bucket {

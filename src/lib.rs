@@ -267,7 +267,7 @@ static LISTENERS: events::Listeners = events::Listeners {
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.
-const COMMANDS: [(&Doc, Handler); 12] = [
+const COMMANDS: [(&Doc, Handler); 13] = [
     (&commands::setrate::DOC, handler!(commands::setrate::run)),
     (
         &commands::tryacquire::DOC,
@@ -286,6 +286,10 @@ const COMMANDS: [(&Doc, Handler); 12] = [
     (&commands::delete::DOC, handler!(commands::delete::run)),
     (&commands::expire::DOC, handler!(commands::expire::run)),
     (&commands::persist::DOC, handler!(commands::persist::run)),
+    (
+        &commands::gcraallow::DOC,
+        handler!(commands::gcraallow::run),
+    ),
 ];
 
 /// The GCRA drop-ins, under the names their users' clients send: each is skipped, not an error,

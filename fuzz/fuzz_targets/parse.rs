@@ -10,7 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
-    acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, persist, release,
+    acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, gcraallow,
+    persist, release,
     setrate, throttle, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
@@ -45,6 +46,20 @@ fuzz_target!(|data: &[u8]| {
             let _ = request.gcra.call(tat, now, request.tokens);
         }
     }
+    if let Ok(request) = gcraallow::parse(&words) {
+        assert_eq!(request.key, words[0]);
+        if let ratelimit::gcra::allow::Take::AtMost(n) = request.take {
+            assert!(n >= 0);
+        }
+        for (tat, now) in [(None, 0), (Some(1), i64::MAX / 2_000), (Some(i64::MAX), 1)] {
+            if let Ok(outcome) = request.bucket.call(tat, now, request.take) {
+                assert!(outcome.reset_after >= 0);
+                assert!(outcome.remaining >= 0 && outcome.remaining <= outcome.burst);
+            }
+        }
+    }
+    // Whatever a key holds, reading it as a TAT never panics.
+    let _ = gcraallow::stored_tat(rest);
     let _ = args::parse_double(rest);
     if let Ok(request) = tryacquire::parse(&words) {
         assert!(request.permits >= 1);

@@ -502,6 +502,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
         ("ratelimit.debug", "@admin @slow @dangerous"),
         ("cl.throttle", "@write @fast"),
         ("gcra", "@write @fast"),
+        ("ratelimit.gcraallow", "@write @fast"),
     ];
     for (name, usual) in expected {
         let info: Vec<Vec<Value>> = line(&mut con, &format!("COMMAND INFO {name}")).unwrap();

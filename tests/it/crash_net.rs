@@ -207,6 +207,10 @@ const STATES: &[State] = &[
         &["GCRA lim 5 10 60", "CL.THROTTLE {lim}:value 5 10 60"],
     ),
     ("GCRA foreign value", &["SET lim -5", "SET {lim}:value abc"]),
+    (
+        "redis_rate's value",
+        &["SET lim 316771200.20612 PX 5000", "SET {lim}:value 3.1e+08"],
+    ),
 ];
 
 /// Every command and option, as one line each (a `\xNN` escape is a byte).
@@ -272,6 +276,13 @@ const COMMANDS: &[&str] = &[
     "GCRA lim 5 10 0.5 TOKENS 3",
     "GCRA {lim}:value 0 1 1",
     "GCRA {lim}:permits 5 10 60 TOKENS 1",
+    "RATELIMIT.GCRAALLOW lim 5 10 60",
+    "RATELIMIT.GCRAALLOW lim 5 10 0.5 TOKENS 3",
+    "RATELIMIT.GCRAALLOW lim 5 10 60 TOKENS 0",
+    "RATELIMIT.GCRAALLOW lim 5 10 60 TOKENS -2",
+    "RATELIMIT.GCRAALLOW lim 0 1 1 ATMOST 4",
+    "RATELIMIT.GCRAALLOW {lim}:value 5 10 60 ATMOST 100",
+    "RATELIMIT.GCRAALLOW {lim}:permits 5 10 60",
 ];
 
 /// `text` as words, `\xNN` in a word standing for that byte and `""` for an empty word.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const COMMANDS: [&str; 14] = [
+const COMMANDS: [&str; 15] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -22,6 +22,7 @@ const COMMANDS: [&str; 14] = [
     "ratelimit.persist",
     "cl.throttle",
     "gcra",
+    "ratelimit.gcraallow",
 ];
 
 /// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms]]` as rendered.
@@ -183,6 +184,11 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
              [TOKENS count(integer)]",
         ),
         (
+            "ratelimit.gcraallow",
+            "key(key #0) burst(integer) tokens-per-period(integer) period(double) \
+             [take(oneof: TOKENS count(integer) | ATMOST most(integer))]",
+        ),
+        (
             "ratelimit.debug",
             "subcommand(oneof: SETCLOCK unix-ms(integer) | ADVANCE ms(integer) | \
              REALCLOCK realclock(pure-token) | \
@@ -244,6 +250,26 @@ fn documented_tokens_are_the_ones_the_parsers_accept() {
         ("RATELIMIT.EXPIRE d 100000 LT", Value::Int(1)),
         ("RATELIMIT.PERSIST d CLIENT c", Value::Int(1)),
         ("RATELIMIT.DELETE d CLIENT c", Value::Int(3)),
+        (
+            "RATELIMIT.GCRAALLOW g 1 1 1 atmost 1",
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Int(1),
+                Value::Int(0),
+                Value::Int(-1),
+                Value::Int(1_000_000),
+            ]),
+        ),
+        (
+            "RATELIMIT.GCRAALLOW g 1 1 1 Tokens -1",
+            Value::Array(vec![
+                Value::Int(-1),
+                Value::Int(1),
+                Value::Int(1),
+                Value::Int(-1),
+                Value::Int(0),
+            ]),
+        ),
         ("RATELIMIT.DEBUG ADVANCE 5", Value::Int(T0 + 5)),
         ("RATELIMIT.DEBUG REALCLOCK", Value::Okay),
     ] {
@@ -255,6 +281,7 @@ fn documented_tokens_are_the_ones_the_parsers_accept() {
         "RATELIMIT.SETRATE d 5 1000 KEEPALIVES 0",
         "RATELIMIT.TRYACQUIRE d 1 TIMEOUT 10",
         "RATELIMIT.EXPIRE d 1000 CLIENTS c",
+        "RATELIMIT.GCRAALLOW g 1 1 1 COUNT 1",
     ] {
         assert_eq!(error_of(&mut con, text), "ERR syntax error", "`{text}`");
     }

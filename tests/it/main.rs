@@ -21,6 +21,7 @@ mod eviction;
 mod failover;
 mod gcra;
 mod gcra_reference;
+mod gcraallow;
 mod interop;
 mod introspection;
 mod layouts;

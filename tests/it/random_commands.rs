@@ -295,10 +295,11 @@ enum Cmd {
     Expire,
     Persist,
     Debug,
+    GcraAllow,
     Chaos,
 }
 
-const WEIGHTS: [(Cmd, usize); 14] = [
+const WEIGHTS: [(Cmd, usize); 15] = [
     (Cmd::SetRate, 12),
     (Cmd::TryAcquire, 18),
     (Cmd::Acquire, 10),
@@ -312,6 +313,7 @@ const WEIGHTS: [(Cmd, usize); 14] = [
     (Cmd::Expire, 6),
     (Cmd::Persist, 4),
     (Cmd::Debug, 7),
+    (Cmd::GcraAllow, 6),
     (Cmd::Chaos, 8),
 ];
 
@@ -435,6 +437,7 @@ impl Gen<'_> {
             Cmd::Expire => b"RATELIMIT.EXPIRE",
             Cmd::Persist => b"RATELIMIT.PERSIST",
             Cmd::Debug => b"RATELIMIT.DEBUG",
+            Cmd::GcraAllow => b"RATELIMIT.GCRAALLOW",
             Cmd::Chaos => [
                 &b"RATELIMIT.SETRATE"[..],
                 b"RATELIMIT.TRYACQUIRE",
@@ -572,6 +575,26 @@ impl Gen<'_> {
                     words.push(self.word()); // never the bare REALCLOCK: the clock stays frozen
                 }
             },
+            Cmd::GcraAllow => {
+                words.push(self.key());
+                words.push(self.from(&[b"0", b"1", b"5", b"10", b"4294967295"]));
+                words.push(self.from(&[b"1", b"3", b"10", b"1000000"]));
+                words.push(self.from(&[b"1", b"0.5", b"60", b"0.001", b"1e-7", b"86400"]));
+                match self.rng.index(4) {
+                    0 => {
+                        words.push(b"TOKENS".to_vec());
+                        words.push(self.from(&[b"0", b"1", b"2", b"-1", b"-100", b"1000"]));
+                    }
+                    1 => {
+                        words.push(b"ATMOST".to_vec());
+                        words.push(self.from(&[b"0", b"1", b"3", b"1000"]));
+                    }
+                    _ => {}
+                }
+                if self.rng.one_in(8) {
+                    words[2 + self.rng.index(3)] = self.number();
+                }
+            }
             Cmd::Chaos => {
                 for _ in 0..self.rng.index(8) {
                     let word = self.word();
@@ -886,9 +909,46 @@ fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
         ("RATELIMIT.DELETE", Value::Int(n)) => (0..=5).contains(n),
         ("RATELIMIT.CONFIG", Value::Nil | Value::Array(_)) => true,
         ("RATELIMIT.DEBUG", _) => true,
+        ("RATELIMIT.GCRAALLOW", Value::Array(fields)) => gcraallow_reply_is_sane(words, fields),
         _ => false,
     };
     (!fine).then(|| format!("`{}` replied {value:?}", show(words)))
+}
+
+/// GCRAALLOW's five integers: the burst asked for; allowed with retry -1 (all of TOKENS n, at
+/// most ATMOST n, 0 <= remaining <= burst) or limited (nothing taken, none left, a wait > 0);
+/// reset_after >= 0.
+fn gcraallow_reply_is_sane(words: &[Vec<u8>], fields: &[Value]) -> bool {
+    let ints: Vec<i64> = fields
+        .iter()
+        .filter_map(|v| match v {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let number = |i: usize| {
+        words
+            .get(i)
+            .and_then(|w| std::str::from_utf8(w).ok())
+            .and_then(|t| t.parse::<i64>().ok())
+    };
+    let [allowed, burst, remaining, retry, reset] = ints[..] else {
+        return false;
+    };
+    let take = words.get(5).map(|w| w.to_ascii_uppercase());
+    let count = number(6).unwrap_or(1);
+    let taken_fits = match take.as_deref() {
+        Some(b"ATMOST") => (0..=count).contains(&allowed),
+        _ => allowed == count,
+    };
+    fields.len() == 5
+        && Some(burst) == number(2)
+        && reset >= 0
+        && if retry == -1 {
+            taken_fits && (0..=burst).contains(&remaining)
+        } else {
+            allowed == 0 && remaining == 0 && retry > 0
+        }
 }
 
 /// ALLOW's fields in order, each in its range: allowed 0/1, 0 <= remaining <= limit,
