@@ -11,8 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
     acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, gcraallow,
-    persist, release,
-    setrate, throttle, tryacquire,
+    persist, release, setrate, throttle, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
 
@@ -36,7 +35,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(request) = throttle::parse(&words) {
         assert_eq!(request.key, words[0]);
         // Any accepted request computes without panicking, at any clock and stored TAT.
-        for (tat, now) in [(None, 0), (Some(0), i64::MAX / 2_000_000), (Some(i64::MAX), 1)] {
+        for (tat, now) in [
+            (None, 0),
+            (Some(0), i64::MAX / 2_000_000),
+            (Some(i64::MAX), 1),
+        ] {
             let _ = request.throttle.call(tat, now, request.quantity);
         }
     }
