@@ -181,7 +181,7 @@ test-java: build deps-java
 ## Redisson 4.7.0's own RedissonRateLimiterTest, pinned unedited (java/upstream/README.md): against
 ## Redisson's own limiter (the referee) and, with each getRateLimiter made NativeRateLimiters.get by
 ## sed, against the library, on $(REDIS_SERVER) (Debian's Redis 7.0) and Valkey 9.1.2 (built under
-## target/valkey9 the first time): the four runs at once, about 4 minutes. Needs a JDK 21 or later
+## target/valkey9 the first time): the four runs at once, 4 to 8 minutes. Needs a JDK 21 or later
 ## beside Java 17 (the test calls Thread.sleep(Duration)): UPSTREAM_JAVA_HOME, else the newest under
 ## /usr/lib/jvm.
 test-java-upstream: build deps-java
