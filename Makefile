@@ -17,8 +17,8 @@
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
-#   make test-java-upstream  Redisson 4.7.0's own RedissonRateLimiterTest against the library and
-#               Redisson's own limiter, on Redis 7.0 and Valkey 9 side by side (java/upstream/README.md)
+#   make test-java-upstream REDISSON_TEST=.../RedissonRateLimiterTest.java  Redisson 4.7.0's own test
+#               against the library and Redisson's own limiter, on Redis 7.0 and Valkey 9 (java/upstream/README.md)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
@@ -178,7 +178,8 @@ test-java: build deps-java
 	done; \
 	exit $$rc
 
-## Redisson 4.7.0's own RedissonRateLimiterTest, pinned unedited (java/upstream/README.md): against
+## Redisson 4.7.0's own RedissonRateLimiterTest, unedited, from a Redisson checkout named by
+## REDISSON_TEST (java/upstream/README.md; not in the repository, so not in CI): against
 ## Redisson's own limiter (the referee) and, with each getRateLimiter made NativeRateLimiters.get by
 ## sed, against the library, on $(REDIS_SERVER) (Debian's Redis 7.0) and Valkey 9.1.2 (built under
 ## target/valkey9 the first time): the four runs at once, 4 to 8 minutes. Needs a JDK 21 or later
@@ -187,7 +188,7 @@ test-java: build deps-java
 test-java-upstream: build deps-java
 	@valkey="$$(.ci/fetch-shared valkey9)" && \
 		RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")" \
-		java/upstream/run redis7="$$(command -v $(REDIS_SERVER) || echo $(REDIS_SERVER))" valkey9="$$valkey"
+		REDISSON_TEST="$(REDISSON_TEST)" java/upstream/run redis7="$$(command -v $(REDIS_SERVER) || echo $(REDIS_SERVER))" valkey9="$$valkey"
 
 ## The Java library's bench on the release module: server CPU per call and client latency of the
 ## native limiter and Redisson's own, and how soon acquire() sees freed permits.
