@@ -17,8 +17,8 @@
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
-#   make test-java-upstream  Redisson 4.7.0's own RedissonRateLimiterTest against the library and
-#               Redisson's own limiter, on Redis 7.0 and Valkey 9 side by side (java/upstream/README.md)
+#   make test-java-upstream REDISSON_TEST=.../RedissonRateLimiterTest.java  Redisson 4.7.0's own test
+#               against the library and Redisson's own limiter, on Redis 7.0 and Valkey 9 (java/upstream/README.md)
 #   make test-go  the Go package (go/, docs/go.md): redis_rate's own tests, an HTTP app on a server and a cluster
 #   make bench-go  that package against go-redis/redis_rate's script, on Redis 7.0 and Valkey 9
 #   make dist-go  the Go module's source zip and tarball in target/dist/ (make dist makes them too)
@@ -187,16 +187,17 @@ test-java: build deps-java
 	done; \
 	exit $$rc
 
-## Redisson 4.7.0's own RedissonRateLimiterTest, pinned unedited (java/upstream/README.md): against
+## Redisson 4.7.0's own RedissonRateLimiterTest, unedited, from a Redisson checkout named by
+## REDISSON_TEST (java/upstream/README.md; not in the repository, so not in CI): against
 ## Redisson's own limiter (the referee) and, with each getRateLimiter made NativeRateLimiters.get by
 ## sed, against the library, on $(REDIS_SERVER) (Debian's Redis 7.0) and Valkey 9.1.2 (built under
-## target/valkey9 the first time): the four runs at once, about 4 minutes. Needs a JDK 21 or later
+## target/valkey9 the first time): the four runs at once, 4 to 8 minutes. Needs a JDK 21 or later
 ## beside Java 17 (the test calls Thread.sleep(Duration)): UPSTREAM_JAVA_HOME, else the newest under
 ## /usr/lib/jvm.
 test-java-upstream: build deps-java
 	@valkey="$$(.ci/fetch-shared valkey9)" && \
 		RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")" \
-		java/upstream/run redis7="$$(command -v $(REDIS_SERVER) || echo $(REDIS_SERVER))" valkey9="$$valkey"
+		REDISSON_TEST="$(REDISSON_TEST)" java/upstream/run redis7="$$(command -v $(REDIS_SERVER) || echo $(REDIS_SERVER))" valkey9="$$valkey"
 
 ## The Java library's bench on the release module: server CPU per call and client latency of the
 ## native limiter and Redisson's own, and how soon acquire() sees freed permits.

@@ -73,6 +73,11 @@ def main() -> None:
         print(f"{name} {variant}: {passed} of {len(result)} passed")
         if len(result) != expected:
             problems.append(f"{name} {variant}: {len(result)} tests ran, the file has {expected}")
+        if variant == "referee" and passed < expected // 2:
+            # Redisson's own limiter failing most of its own tests: the run is broken (the server
+            # did not start...), and comparing with it would prove nothing.
+            problems.append(f"{name} referee: only {passed} of {expected} passed for Redisson's own limiter; "
+                            f"see {out / (name + '-referee') / 'mvn.log'}")
     for problem in problems:
         print("FAILED: " + problem)
     if problems:
