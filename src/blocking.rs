@@ -31,7 +31,7 @@ use crate::ffi::timer::{self, Timer};
 use crate::key::{self, OpenMode, Read, Write};
 use crate::queue::{self, QueueId, Removed, Request, StateId, WaiterId};
 use crate::sliding_log::{Config, Outcome, Reset};
-use crate::stats;
+use crate::stats::{self, Decision};
 use crate::store::{self, LimiterKeys, Turn, Verdict};
 use crate::tickets::{self, Fate};
 
@@ -81,7 +81,7 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
         match known {
             Some(Fate::Granted { .. }) => return Ok(RedisValue::Null),
             Some(Fate::Cancelled) => {
-                stats::add(&stats::REFUSED);
+                stats::decided(request.key, Decision::Refused);
                 let wait = limiter.wait_hint(request.client, request.permits, now)?;
                 return Ok(RedisValue::Integer(wait));
             }
@@ -98,7 +98,7 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
     )?;
     let wait = match verdict.outcome {
         Outcome::Acquired => {
-            stats::add(&stats::ACQUIRED);
+            stats::decided(request.key, verdict.decision());
             if let Some(ticket) = request.ticket {
                 if let Ok((state, _)) = limiter.waiting_state(request.client) {
                     remember_grant(ticket, state, &verdict, now);
@@ -109,13 +109,13 @@ pub fn acquire(ctx: &Context, request: &AcquireRequest<'_>) -> RedisResult {
         Outcome::Wait(ms) => ms,
     };
     if !can_block {
-        stats::add(&stats::REFUSED);
+        stats::decided(request.key, Decision::Refused);
         return Ok(RedisValue::Integer(wait));
     }
     let (state, watched) = limiter.waiting_state(request.client)?;
     drop(limiter);
     let Some(bc) = blocked::block::<Waiters>(ctx) else {
-        stats::add(&stats::REFUSED);
+        stats::decided(request.key, Decision::Refused);
         return Ok(RedisValue::Integer(wait));
     };
     let (queue, waiter, first) = queue::enqueue(
@@ -223,7 +223,7 @@ enum Step {
     /// Its ticket was granted or cancelled on the state it waits on.
     Known(Fate),
     /// Tried; with a grant, the other waiters carrying its ticket (the same wait, resent).
-    Tried(Outcome, Vec<WaiterId>),
+    Tried(Verdict, Vec<WaiterId>),
 }
 
 /// Something may have freed permits of limiter `name` (in the context's database).
@@ -325,7 +325,7 @@ fn serve(ctx: &Context, queue: QueueId) {
                 same_wait = waiters_with_ticket(&limiter, &request.name, ticket, &state);
                 same_wait.retain(|&waiter| waiter != head.waiter);
             }
-            Ok(Step::Tried(verdict.outcome, same_wait))
+            Ok(Step::Tried(verdict, same_wait))
         });
         match step {
             // The same wait, resent after a reconnect, was granted on the old connection.
@@ -340,9 +340,11 @@ fn serve(ctx: &Context, queue: QueueId) {
                     unblock(removed.bc, hint_for(ctx, &removed));
                 }
             }
-            Ok(Step::Tried(Outcome::Wait(ms), _)) => return schedule(ctx, queue, ms),
-            Ok(Step::Tried(Outcome::Acquired, same_wait)) => {
-                stats::add(&stats::ACQUIRED);
+            Ok(Step::Tried(verdict, same_wait)) => {
+                if let Outcome::Wait(ms) = verdict.outcome {
+                    return schedule(ctx, queue, ms);
+                }
+                stats::decided(&request.name, verdict.decision());
                 if let Some(removed) = take(ctx, head.waiter) {
                     unblock(removed.bc, Served::Acquired);
                 }
@@ -387,6 +389,7 @@ fn after_leaving(ctx: &Context, removed: &Removed) {
 
 /// What a waiter that leaves without a grant of its own is told: the wait hint, or nil if its
 /// ticket was granted meanwhile to the same wait on another connection (it then takes nothing).
+/// A wait hint is its answer, so it is counted here as the request's refusal.
 fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     server::select_db(ctx, removed.db);
     let request = &removed.request;
@@ -405,7 +408,10 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
         limiter.wait_hint(client, request.permits, now).map(Some)
     });
     match hint {
-        Ok(Some(ms)) => Served::Wait(ms),
+        Ok(Some(ms)) => {
+            stats::decided(&request.name, Decision::Refused);
+            Served::Wait(ms)
+        }
         Ok(None) => Served::Acquired,
         Err(e) => Served::Failed(e.to_string()),
     }

@@ -8,14 +8,17 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::{raw, RedisResult};
 
+use crate::clock;
 use crate::config_cache;
+use crate::observe;
 use crate::tickets;
 
-/// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
-/// client's request is decided, never in the store, so the server re-checking a blocked
-/// waiter counts nothing until the waiter is served.
+/// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
+/// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never in
+/// the store, so the server re-checking a blocked waiter counts nothing until it is answered.
 pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// Requests answered with a wait hint: TRYACQUIRE, and ACQUIRE where it cannot block.
+/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited,
+/// including a blocked ACQUIRE answered with a wait hint (its TIMEOUT, CANCEL, CLIENT UNBLOCK).
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Commands that replied with an error.
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -29,6 +32,51 @@ pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static CANCELS: AtomicU64 = AtomicU64::new(0);
 /// Keys of limiters the server evicted (maxmemory), ever.
 pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
+
+/// What a deciding command decided for one limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Granted, leaving `remaining` of `limit` (what ALLOW replies).
+    Granted { limit: i64, remaining: i64 },
+    Refused,
+}
+
+/// The one place a request's decision is counted: in `acquired` or `refused` always, and per
+/// group and in the most-refused sketch while `ratelimit.stats` is yes. Called once per request
+/// answered (a blocked ACQUIRE when it is answered), never for one that fails.
+pub fn decided(name: &[u8], decision: Decision) {
+    match decision {
+        Decision::Granted { limit, remaining } => {
+            add(&ACQUIRED);
+            if observe::on() {
+                observe::record(name, true, limit, remaining, clock::now_ms());
+            }
+        }
+        Decision::Refused => {
+            add(&REFUSED);
+            if observe::on() {
+                observe::record(name, false, 0, 0, clock::now_ms());
+            }
+        }
+    }
+}
+
+/// CONFIG RESETSTAT: zeroes what Redis's own stats would (the counters of events, the groups,
+/// the sketch), not the gauges (`blocked_clients`, `tickets`, the config cache's).
+pub fn reset_stats() {
+    for counter in [
+        &ACQUIRED,
+        &REFUSED,
+        &ERRORS,
+        &WAITS,
+        &TIMEOUTS,
+        &CANCELS,
+        &EVICTED_KEYS,
+    ] {
+        counter.store(0, Relaxed);
+    }
+    observe::reset();
+}
 
 /// Zeroes every counter (a fresh load of the module).
 pub fn reset() {
@@ -44,6 +92,7 @@ pub fn reset() {
     ] {
         counter.store(0, Relaxed);
     }
+    observe::reset();
 }
 
 pub fn add(counter: &AtomicU64) {
@@ -63,7 +112,8 @@ pub fn counted(result: RedisResult) -> RedisResult {
 }
 
 /// The INFO callback, registered at load: the module's version (Cargo.toml's, as `MODULE LIST`
-/// and the release artifacts carry it) in `ratelimit_module`, then the counters.
+/// and the release artifacts carry it) in `ratelimit_module`, then the counters, then a line
+/// per group in `ratelimit_groups` (as Redis's `cmdstat_*` lines).
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     if raw::add_info_section(ctx, Some("module")) == raw::Status::Ok {
         raw::add_info_field_str(ctx, "version", env!("CARGO_PKG_VERSION"));
@@ -91,4 +141,58 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
     // 1 while calls come back to few enough limiters for the config cache to pay.
     let in_use = u64::from(config_cache::in_use());
     raw::add_info_field_unsigned_long_long(ctx, "configs_in_use", in_use);
+    groups_info(ctx);
+}
+
+/// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow
+/// group's line and `ratelimit_overflow_groups`.
+fn groups_info(ctx: *mut raw::RedisModuleInfoCtx) {
+    if raw::add_info_section(ctx, Some("groups")) != raw::Status::Ok {
+        return;
+    }
+    raw::add_info_field_unsigned_long_long(ctx, "counting", u64::from(observe::on()));
+    let snapshot = observe::snapshot();
+    let overflow = (observe::groups::OVERFLOW.to_vec(), snapshot.overflow);
+    for (name, counts) in snapshot.named.iter().chain(std::iter::once(&overflow)) {
+        let field = format!("group_{}", observe::info_name(name));
+        raw::add_info_begin_dict_field(ctx, &field);
+        raw::add_info_field_unsigned_long_long(ctx, "grants", counts.grants);
+        raw::add_info_field_unsigned_long_long(ctx, "refusals", counts.refusals);
+        raw::add_info_field_unsigned_long_long(ctx, "near_limit", counts.near_limit);
+        raw::add_info_end_dict_field(ctx);
+    }
+    raw::add_info_field_unsigned_long_long(ctx, "overflow_groups", snapshot.overflow_groups);
+}
+
+/// Watches for CONFIG RESETSTAT (a command filter: no server event tells a module of it).
+/// The filter sees the command before the server checks it, so the counters are zeroed only
+/// once the server's own stats show it ran: at the next command (not EXEC, which may be the
+/// one running it), `total_connections_received` has dropped below what it was before (the
+/// server zeroes it, and the caller's own connection was counted in it).
+pub enum ResetWatch {}
+
+/// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked, else 0.
+static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
+
+fn connections_received() -> Option<u64> {
+    crate::ffi::server::info_unsigned(c"stats", c"total_connections_received")
+}
+
+impl crate::ffi::filter::Filter for ResetWatch {
+    fn command(name: &[u8], first: Option<&[u8]>) {
+        let pending = RESET_PENDING.load(Relaxed);
+        if pending != 0 && !name.eq_ignore_ascii_case(b"exec") {
+            RESET_PENDING.store(0, Relaxed);
+            if connections_received().is_some_and(|now| now < pending - 1) {
+                reset_stats();
+            }
+        }
+        if name.eq_ignore_ascii_case(b"config")
+            && first.is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
+        {
+            if let Some(before) = connections_received() {
+                RESET_PENDING.store(before.saturating_add(1), Relaxed);
+            }
+        }
+    }
 }

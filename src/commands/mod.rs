@@ -14,7 +14,9 @@ pub mod gcra;
 pub mod persist;
 pub mod release;
 pub mod setrate;
+pub mod stats;
 pub mod throttle;
+pub mod toprefused;
 pub mod tryacquire;
 
 use std::os::raw::{c_char, c_long};
@@ -26,7 +28,6 @@ use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
 use crate::sliding_log::{Config, Mode, Outcome, Reset};
-use crate::stats;
 use crate::store::{LimiterKeys, Turn, Verdict};
 
 /// The reply of TRYACQUIRE (and ACQUIRE): nil when acquired, else the wait in ms.
@@ -135,10 +136,7 @@ fn acquire_now(ctx: &Context, request: &Acquisition<'_>, reset: Reset) -> Result
         request.create.as_ref(),
         reset,
     )?;
-    stats::add(match verdict.outcome {
-        Outcome::Acquired => &stats::ACQUIRED,
-        Outcome::Wait(_) => &stats::REFUSED,
-    });
+    crate::stats::decided(request.key, verdict.decision());
     Ok(verdict)
 }
 
@@ -252,6 +250,18 @@ impl ConfigOptions {
             keep_alive,
             precision: self.precision.unwrap_or(1),
         })
+    }
+}
+
+/// What `INFO ratelimit` counts of a GCRA drop-in's call: limited is a refusal.
+pub(crate) fn gcra_decision(outcome: &crate::gcra::Outcome) -> crate::stats::Decision {
+    if outcome.limited {
+        crate::stats::Decision::Refused
+    } else {
+        crate::stats::Decision::Granted {
+            limit: outcome.limit,
+            remaining: outcome.remaining,
+        }
     }
 }
 
