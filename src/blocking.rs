@@ -409,7 +409,7 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
     });
     match hint {
         Ok(Some(ms)) => {
-            stats::decided(&request.name, Decision::Refused);
+            stats::decided(&request.name, Decision::WaitEnded);
             Served::Wait(ms)
         }
         Ok(None) => Served::Acquired,

@@ -17,8 +17,9 @@ use crate::tickets;
 /// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never in
 /// the store, so the server re-checking a blocked waiter counts nothing until it is answered.
 pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited,
-/// including a blocked ACQUIRE answered with a wait hint (its TIMEOUT, CANCEL, CLIENT UNBLOCK).
+/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited
+/// at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or nowhere, after
+/// CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Commands that replied with an error.
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -38,7 +39,11 @@ pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
 pub enum Decision {
     /// Granted, leaving `remaining` of `limit` (what ALLOW replies).
     Granted { limit: i64, remaining: i64 },
+    /// Refused at once: a wait hint, or a GCRA drop-in's limited.
     Refused,
+    /// A blocked ACQUIRE answered with a wait hint (its TIMEOUT, CANCEL, CLIENT UNBLOCK): a
+    /// refusal of its group; `INFO`'s `refused` keeps its meaning and leaves it out.
+    WaitEnded,
 }
 
 /// The one place a request's decision is counted: in `acquired` or `refused` always, and per
@@ -52,8 +57,10 @@ pub fn decided(name: &[u8], decision: Decision) {
                 observe::record(name, true, limit, remaining, clock::now_ms());
             }
         }
-        Decision::Refused => {
-            add(&REFUSED);
+        Decision::Refused | Decision::WaitEnded => {
+            if decision == Decision::Refused {
+                add(&REFUSED);
+            }
             if observe::on() {
                 observe::record(name, false, 0, 0, clock::now_ms());
             }

@@ -476,6 +476,7 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
         .skip_while(|l| *l != "# ratelimit_stats");
     assert_eq!(lines.next(), Some("# ratelimit_stats"), "{info}");
     let mut counters: std::collections::BTreeMap<String, i64> = lines
+        .take_while(|l| !l.starts_with('#'))
         .map(|l| {
             let (name, value) = l.split_once(':').expect("name:value");
             let name = name.strip_prefix("ratelimit_").expect("ratelimit_ prefix");
