@@ -38,7 +38,7 @@ pub mod gcra;
 mod key;
 pub mod keyspace;
 mod migration;
-mod observe;
+pub mod observe;
 mod queue;
 pub mod sliding_log;
 mod stats;
@@ -319,7 +319,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     if !ffi::filter::register::<stats::ResetWatch>(ctx) {
-        ctx.log_warning("ratelimit: no command filter: CONFIG RESETSTAT will not zero INFO ratelimit");
+        ctx.log_warning(
+            "ratelimit: no command filter: CONFIG RESETSTAT will not zero INFO ratelimit",
+        );
     }
     // Replaces the crate's default (empty) INFO callback with ours.
     raw::register_info_function(ctx.ctx, Some(stats::info));

@@ -125,6 +125,12 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
     if raw::add_info_section(ctx, Some("module")) == raw::Status::Ok {
         raw::add_info_field_str(ctx, "version", env!("CARGO_PKG_VERSION"));
     }
+    counters_info(ctx);
+    // Each section is asked for on its own (`INFO ratelimit_groups`).
+    groups_info(ctx);
+}
+
+fn counters_info(ctx: *mut raw::RedisModuleInfoCtx) {
     if raw::add_info_section(ctx, Some("stats")) != raw::Status::Ok {
         return;
     }
@@ -148,7 +154,6 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
     // 1 while calls come back to few enough limiters for the config cache to pay.
     let in_use = u64::from(config_cache::in_use());
     raw::add_info_field_unsigned_long_long(ctx, "configs_in_use", in_use);
-    groups_info(ctx);
 }
 
 /// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow

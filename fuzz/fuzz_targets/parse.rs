@@ -11,8 +11,9 @@ use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
     acquire, allow, allowall, available, config, debug, delete, expire, gcra, persist, release,
-    setrate, throttle, tryacquire,
+    setrate, stats, throttle, toprefused, tryacquire,
 };
+use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
 use ratelimit::keyspace::{self, StateKeys};
 
 fuzz_target!(|data: &[u8]| {
@@ -46,6 +47,26 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = args::parse_double(rest);
+    let _ = stats::parse(&words);
+    if let Ok(count) = toprefused::parse(&words) {
+        assert!((1..=2 * observe::refused::CAPACITY).contains(&count));
+    }
+    // A group is a prefix of the name, whatever the separator and depth.
+    if let [separator, names @ ..] = &words[..] {
+        if observe::valid_separator(separator).is_ok() {
+            let rule = Rule {
+                separator: separator.to_vec(),
+                depth: 1 + usize::from(separator[0] % 16),
+            };
+            let mut sketch = SpaceSaving::default();
+            for name in names {
+                assert!(name.starts_with(rule.group_of(name)));
+                sketch.add(name);
+            }
+            let counted: u64 = sketch.counts().map(|(_, n)| n).sum();
+            assert_eq!(counted, sketch.total());
+        }
+    }
     if let Ok(request) = tryacquire::parse(&words) {
         assert!(request.permits >= 1);
         assert!(request.client.is_none_or(|c| !c.is_empty()));

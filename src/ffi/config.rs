@@ -83,7 +83,11 @@ fn set_error(err: *mut *mut raw::RedisModuleString, message: &str) {
     // SAFETY: the server passes a valid out-pointer for the error; CreateString with a null
     // context makes a string the server takes ownership of and frees after replying.
     unsafe {
-        *err = create(ptr::null_mut(), message.as_ptr().cast::<c_char>(), message.len());
+        *err = create(
+            ptr::null_mut(),
+            message.as_ptr().cast::<c_char>(),
+            message.len(),
+        );
     }
 }
 
@@ -167,7 +171,11 @@ extern "C" fn get_string<S: StringSetting>(
     // the one it replaces was handed to the server by an earlier call, which has finished with
     // it (the server uses a getter's string before calling any getter again).
     unsafe {
-        let string = create(ptr::null_mut(), value.as_ptr().cast::<c_char>(), value.len());
+        let string = create(
+            ptr::null_mut(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        );
         let previous = LAST_GOT.swap(string, std::sync::atomic::Ordering::Relaxed);
         if !previous.is_null() {
             free(ptr::null_mut(), previous);

@@ -272,6 +272,10 @@ const COMMANDS: &[&str] = &[
     "GCRA lim 5 10 0.5 TOKENS 3",
     "GCRA {lim}:value 0 1 1",
     "GCRA {lim}:permits 5 10 60 TOKENS 1",
+    "RATELIMIT.STATS",
+    "RATELIMIT.TOPREFUSED",
+    "RATELIMIT.TOPREFUSED 1024",
+    "RATELIMIT.TOPREFUSED 0",
 ];
 
 /// `text` as words, `\xNN` in a word standing for that byte and `""` for an empty word.

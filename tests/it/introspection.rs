@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const COMMANDS: [&str; 14] = [
+const COMMANDS: [&str; 16] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -20,6 +20,8 @@ const COMMANDS: [&str; 14] = [
     "ratelimit.delete",
     "ratelimit.expire",
     "ratelimit.persist",
+    "ratelimit.stats",
+    "ratelimit.toprefused",
     "cl.throttle",
     "gcra",
 ];

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use redis::{Connection, Value};
 
-use crate::common::waiters::{park, served, spawn, stat, wait_blocked, Reply};
+use crate::common::waiters::{park, served, spawn, stat, Reply};
 use crate::common::*;
 
 /// Group name -> (grants, refusals, near_limit), from `INFO ratelimit`'s `ratelimit_group_*`
@@ -57,7 +57,10 @@ fn pairs(v: &Value) -> Vec<(Value, Value)> {
 }
 
 /// RATELIMIT.STATS's groups: name -> (grants, refusals, near_limit), and the overflow's.
-fn stats_groups(con: &mut Connection) -> (BTreeMap<String, (i64, i64, i64)>, (i64, i64, i64), i64) {
+/// (grants, refusals, near_limit).
+type Counts = (i64, i64, i64);
+
+fn stats_groups(con: &mut Connection) -> (BTreeMap<String, Counts>, Counts, i64) {
     let reply: Value = line(con, "RATELIMIT.STATS").unwrap();
     let fields = pairs(&reply);
     let names: Vec<String> = fields.iter().map(|(k, _)| text(k)).collect();
@@ -84,7 +87,11 @@ fn top_refused(con: &mut Connection, count: usize) -> Vec<(String, i64)> {
 }
 
 fn counters(con: &mut Connection) -> (i64, i64, i64) {
-    (stat(con, "acquired"), stat(con, "refused"), stat(con, "errors"))
+    (
+        stat(con, "acquired"),
+        stat(con, "refused"),
+        stat(con, "errors"),
+    )
 }
 
 /// 2030-01-01: later than the real clock, so GCRA keys' expiries written on the debug clock lie
@@ -208,12 +215,22 @@ fn near_limit_is_a_grant_leaving_a_tenth() {
 #[test]
 fn groups_follow_their_options_and_are_bounded() {
     let server = Server::start_with(
-        &["debug-commands", "yes", "group-separator", "/", "group-depth", "1"],
+        &[
+            "debug-commands",
+            "yes",
+            "group-separator",
+            "/",
+            "group-depth",
+            "1",
+        ],
         &[],
     );
     let mut con = server.conn();
     let got: Vec<String> = line(&mut con, "CONFIG GET ratelimit.group-*").unwrap();
-    let got: BTreeMap<_, _> = got.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect();
+    let got: BTreeMap<_, _> = got
+        .chunks(2)
+        .map(|c| (c[0].clone(), c[1].clone()))
+        .collect();
     assert_eq!(got["ratelimit.group-separator"], "/");
     assert_eq!(got["ratelimit.group-depth"], "1");
     let _: Value = line(&mut con, "GCRA api/user/1 0 1 60").unwrap();
@@ -221,8 +238,11 @@ fn groups_follow_their_options_and_are_bounded() {
     let (groups, ..) = stats_groups(&mut con);
     assert_eq!(groups.keys().collect::<Vec<_>>(), ["api", "api:user:1"]);
     // Changing the rule starts the groups afresh under it.
-    let _: () = line(&mut con, "CONFIG SET ratelimit.group-separator : ratelimit.group-depth 2")
-        .unwrap();
+    let _: () = line(
+        &mut con,
+        "CONFIG SET ratelimit.group-separator : ratelimit.group-depth 2",
+    )
+    .unwrap();
     assert!(stats_groups(&mut con).0.is_empty());
     for bad in [
         "CONFIG SET ratelimit.group-depth 0",
@@ -258,7 +278,10 @@ fn load_options_are_checked() {
     let load = |con: &mut Connection, args: &[&str]| {
         let mut with_path = vec![module_path().to_string_lossy().into_owned()];
         with_path.extend(args.iter().map(|s| s.to_string()));
-        redis::cmd("MODULE").arg("LOAD").arg(&with_path).query::<Value>(con)
+        redis::cmd("MODULE")
+            .arg("LOAD")
+            .arg(&with_path)
+            .query::<Value>(con)
     };
     for args in [
         &["group-depth", "0"][..],
@@ -268,11 +291,21 @@ fn load_options_are_checked() {
         &["stats", "maybe"],
     ] {
         let err = load(&mut con, args).unwrap_err();
-        assert!(error_line(&err).contains("Error loading"), "{args:?}: {err}");
+        assert!(
+            error_line(&err).contains("Error loading"),
+            "{args:?}: {err}"
+        );
     }
-    load(&mut con, &["stats", "no", "group-separator", "/", "group-depth", "3"]).unwrap();
+    load(
+        &mut con,
+        &["stats", "no", "group-separator", "/", "group-depth", "3"],
+    )
+    .unwrap();
     let got: Vec<String> = line(&mut con, "CONFIG GET ratelimit.*").unwrap();
-    let got: BTreeMap<_, _> = got.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect();
+    let got: BTreeMap<_, _> = got
+        .chunks(2)
+        .map(|c| (c[0].clone(), c[1].clone()))
+        .collect();
     assert_eq!(
         (
             got["ratelimit.stats"].as_str(),
@@ -321,7 +354,11 @@ fn the_most_refused_names_most_first_over_the_last_minutes() {
     let top = top_refused(&mut con, 3);
     assert_eq!(
         top,
-        [("user:8".to_string(), 8), ("user:7".to_string(), 7), ("user:6".to_string(), 6)]
+        [
+            ("user:8".to_string(), 8),
+            ("user:7".to_string(), 7),
+            ("user:6".to_string(), 6)
+        ]
     );
     assert_eq!(top_refused(&mut con, 100).len(), 8);
     let mut resp3 = _server.conn_resp3();
@@ -371,7 +408,10 @@ fn nothing_counted_is_replicated_or_written() {
         if replicated == datasets[0] {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "replica: {replicated:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica: {replicated:?}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert!(stats_groups(&mut replica_con).0.is_empty());
@@ -382,7 +422,9 @@ fn nothing_counted_is_replicated_or_written() {
         files.sort();
         files
             .iter()
-            .filter(|f| f.to_string_lossy().contains(".aof") && !f.to_string_lossy().ends_with(".manifest"))
+            .filter(|f| {
+                f.to_string_lossy().contains(".aof") && !f.to_string_lossy().ends_with(".manifest")
+            })
             .flat_map(|f| std::fs::read(f).unwrap())
             .collect()
     };
@@ -402,4 +444,55 @@ fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn a_configuration_file_and_loadex_set_the_rule() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("observe-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ratelimit.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "loadmodule {}\nratelimit.group-separator /\nratelimit.group-depth 3\nratelimit.stats no\n",
+            module_path().display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_plain(&[
+        "--include",
+        file.to_str().unwrap(),
+        "--enable-module-command",
+        "yes",
+    ]);
+    let mut con = server.conn();
+    let got: Vec<String> = line(&mut con, "CONFIG GET ratelimit.*").unwrap();
+    let got: BTreeMap<_, _> = got
+        .chunks(2)
+        .map(|c| (c[0].clone(), c[1].clone()))
+        .collect();
+    assert_eq!(
+        (
+            got["ratelimit.group-separator"].as_str(),
+            got["ratelimit.group-depth"].as_str(),
+            got["ratelimit.stats"].as_str()
+        ),
+        ("/", "3", "no")
+    );
+    let _: String = line(&mut con, "MODULE UNLOAD ratelimit").unwrap();
+    let module = module_path();
+    let loaded: String = line(
+        &mut con,
+        &format!(
+            "MODULE LOADEX {} CONFIG ratelimit.group-depth 1 CONFIG ratelimit.group-separator .",
+            module.display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(loaded, "OK");
+    let _: Value = line(&mut con, "GCRA a.b.c 5 1 60").unwrap();
+    assert_eq!(stats_groups(&mut con).0.keys().collect::<Vec<_>>(), ["a"]);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
