@@ -13,8 +13,8 @@ use ratelimit::commands::{
     acquire, allow, allowall, available, config, debug, delete, expire, gcra, persist, release,
     setrate, stats, throttle, toprefused, tryacquire,
 };
-use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
 use ratelimit::keyspace::{self, StateKeys};
+use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&separator, rest)) = data.split_first() else {
@@ -36,7 +36,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(request) = throttle::parse(&words) {
         assert_eq!(request.key, words[0]);
         // Any accepted request computes without panicking, at any clock and stored TAT.
-        for (tat, now) in [(None, 0), (Some(0), i64::MAX / 2_000_000), (Some(i64::MAX), 1)] {
+        for (tat, now) in [
+            (None, 0),
+            (Some(0), i64::MAX / 2_000_000),
+            (Some(i64::MAX), 1),
+        ] {
             let _ = request.throttle.call(tat, now, request.quantity);
         }
     }
