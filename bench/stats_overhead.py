@@ -5,6 +5,8 @@ server, side by side in one run): TRYACQUIRE's grant and refusal on one hot limi
 
   stats_overhead.py SERVER MODULE.so [rounds]
 
+PHASES=time or PHASES=instructions runs one of the two; USERS=n changes the 200 000.
+
 Two measurements, each on a server of its own:
 - time: server CPU per call inside the command (`INFO commandstats` usec / calls) and the
   client's wall time per call (pipelined batches of 1 000), in paired rounds that alternate
@@ -174,5 +176,8 @@ def instructions(server, module):
 if __name__ == "__main__":
     server, module = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-    timing(server, module, rounds)
-    instructions(server, module)
+    phases = os.environ.get("PHASES", "time,instructions").split(",")
+    if "time" in phases:
+        timing(server, module, rounds)
+    if "instructions" in phases:
+        instructions(server, module)

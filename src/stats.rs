@@ -54,7 +54,7 @@ pub fn decided(name: &[u8], decision: Decision) {
         Decision::Granted { limit, remaining } => {
             add(&ACQUIRED);
             if observe::on() {
-                observe::record(name, true, limit, remaining, clock::now_ms());
+                observe::granted(name, limit, remaining);
             }
         }
         Decision::Refused | Decision::WaitEnded => {
@@ -62,7 +62,7 @@ pub fn decided(name: &[u8], decision: Decision) {
                 add(&REFUSED);
             }
             if observe::on() {
-                observe::record(name, false, 0, 0, clock::now_ms());
+                observe::refused(name, clock::now_ms());
             }
         }
     }

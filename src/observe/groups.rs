@@ -3,6 +3,7 @@
 //! nothing of Redis.
 
 use std::collections::HashMap;
+use std::hash::Hasher;
 
 /// Groups kept by name; calls of any further group count under [`OVERFLOW`].
 pub const MAX_GROUPS: usize = 256;
@@ -80,6 +81,8 @@ pub fn near_limit(limit: i64, remaining: i64) -> bool {
 pub struct Groups {
     index: HashMap<Box<[u8]>, usize>,
     named: Vec<(Box<[u8]>, Counts)>,
+    /// The group counted last: calls come in runs of one rule, found without hashing.
+    last: usize,
     overflow: Counts,
     overflowed: Distinct,
 }
@@ -87,8 +90,16 @@ pub struct Groups {
 impl Groups {
     /// Counts a decision of a limiter whose group is `group`.
     pub fn count(&mut self, group: &[u8], granted: bool, near: bool) {
-        let counts = match self.index.get(group) {
-            Some(&i) => &mut self.named[i].1,
+        let last = self.last;
+        let found = match self.named.get(last) {
+            Some((name, _)) if &name[..] == group => Some(last),
+            _ => self.index.get(group).copied(),
+        };
+        let counts = match found {
+            Some(i) => {
+                self.last = i;
+                &mut self.named[i].1
+            }
             None if self.named.len() < MAX_GROUPS => {
                 let i = self.named.len();
                 self.index.insert(group.into(), i);
@@ -161,12 +172,33 @@ impl Distinct {
 
 /// FNV-1a, 64 bits: a fixed hash, so the bitmap's estimate does not vary between runs.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    let mut hash = FnvHasher::default();
+    hash.write(bytes);
+    hash.finish()
+}
+
+/// FNV-1a, for the overflow bitmap only: the tables keep the standard library's keyed hash,
+/// since limiter names come from clients and a fixed hash would let them be chosen to collide.
+#[derive(Debug, Clone, Copy)]
+struct FnvHasher(u64);
+
+impl Default for FnvHasher {
+    fn default() -> Self {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
     }
-    hash
+}
+
+impl Hasher for FnvHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 #[cfg(test)]

@@ -38,15 +38,21 @@ pub fn turn(on: bool) {
     ON.store(on, Relaxed);
 }
 
-/// Counts one decision on limiter `name`: a grant leaving `remaining` of `limit`, or a refusal.
-pub fn record(name: &[u8], granted: bool, limit: i64, remaining: i64, now_ms: i64) {
+/// Counts a grant on limiter `name` leaving `remaining` of `limit`.
+pub fn granted(name: &[u8], limit: i64, remaining: i64) {
     with(|state| {
         let group = state.rule.group_of(name);
-        let near = granted && groups::near_limit(limit, remaining);
-        state.groups.count(group, granted, near);
-        if !granted {
-            state.refused.add(name, now_ms);
-        }
+        let near = groups::near_limit(limit, remaining);
+        state.groups.count(group, true, near);
+    });
+}
+
+/// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`.
+pub fn refused(name: &[u8], now_ms: i64) {
+    with(|state| {
+        let group = state.rule.group_of(name);
+        state.groups.count(group, false, false);
+        state.refused.add(name, now_ms);
     });
 }
 

@@ -17,40 +17,60 @@ pub const MAX_NAME: usize = 200;
 /// How long a window fills before it becomes the last full one.
 pub const WINDOW_MS: i64 = 60_000;
 
-/// One Space-Saving summary: a min-heap of counters by count, and each name's place in it.
+/// One Space-Saving summary: counters in slots, a min-heap of slot numbers by count (each slot
+/// knows its place in it, so moving one hashes nothing), and each name's slot.
 #[derive(Debug, Default, Clone)]
 pub struct SpaceSaving {
-    heap: Vec<(u64, Box<[u8]>)>,
-    place: HashMap<Box<[u8]>, usize>,
+    slots: Vec<Slot>,
+    heap: Vec<usize>,
+    slot_of: HashMap<Box<[u8]>, usize>,
     total: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    count: u64,
+    name: Box<[u8]>,
+    /// Where in `heap` this slot is.
+    at: usize,
 }
 
 impl SpaceSaving {
     pub fn add(&mut self, name: &[u8]) {
         let name = &name[..name.len().min(MAX_NAME)];
         self.total += 1;
-        if let Some(&i) = self.place.get(name) {
-            if let Some(entry) = self.heap.get_mut(i) {
-                entry.0 += 1;
+        if let Some(&slot) = self.slot_of.get(name) {
+            if let Some(s) = self.slots.get_mut(slot) {
+                s.count += 1;
+                let at = s.at;
+                self.sift_down(at);
             }
-            self.sift_down(i);
             return;
         }
-        if self.heap.len() < CAPACITY {
-            let i = self.heap.len();
-            self.heap.push((1, name.into()));
-            self.place.insert(name.into(), i);
-            self.sift_up(i);
+        if self.slots.len() < CAPACITY {
+            let slot = self.slots.len();
+            let at = self.heap.len();
+            self.slots.push(Slot {
+                count: 1,
+                name: name.into(),
+                at,
+            });
+            self.heap.push(slot);
+            self.slot_of.insert(name.into(), slot);
+            self.sift_up(at);
             return;
         }
         // Full: the smallest counter (the heap's root) now counts this name.
-        let Some(root) = self.heap.first_mut() else {
+        let Some(&slot) = self.heap.first() else {
             return;
         };
-        self.place.remove(&root.1);
-        root.0 += 1;
-        root.1 = name.into();
-        self.place.insert(name.into(), 0);
+        let Some(s) = self.slots.get_mut(slot) else {
+            return;
+        };
+        let old = std::mem::replace(&mut s.name, name.into());
+        s.count += 1;
+        self.slot_of.remove(&old);
+        self.slot_of.insert(name.into(), slot);
         self.sift_down(0);
     }
 
@@ -61,50 +81,51 @@ impl SpaceSaving {
 
     /// Every counted name with its count (an overestimate by at most `total / CAPACITY`).
     pub fn counts(&self) -> impl Iterator<Item = (&[u8], u64)> {
-        self.heap.iter().map(|(count, name)| (&name[..], *count))
+        self.slots.iter().map(|s| (&s.name[..], s.count))
+    }
+
+    fn count_at(&self, at: usize) -> u64 {
+        self.heap
+            .get(at)
+            .and_then(|&slot| self.slots.get(slot))
+            .map_or(u64::MAX, |s| s.count)
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for i in [a, b] {
-            if let Some((_, name)) = self.heap.get(i) {
-                if let Some(place) = self.place.get_mut(name) {
-                    *place = i;
-                }
+        for at in [a, b] {
+            if let Some(s) = self.heap.get(at).and_then(|&slot| self.slots.get_mut(slot)) {
+                s.at = at;
             }
         }
     }
 
-    fn count_at(&self, i: usize) -> u64 {
-        self.heap.get(i).map_or(u64::MAX, |e| e.0)
-    }
-
-    fn sift_up(&mut self, mut i: usize) {
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.count_at(parent) <= self.count_at(i) {
+    fn sift_up(&mut self, mut at: usize) {
+        while at > 0 {
+            let parent = (at - 1) / 2;
+            if self.count_at(parent) <= self.count_at(at) {
                 break;
             }
-            self.swap(i, parent);
-            i = parent;
+            self.swap(at, parent);
+            at = parent;
         }
     }
 
-    fn sift_down(&mut self, mut i: usize) {
+    fn sift_down(&mut self, mut at: usize) {
         loop {
-            let (left, right) = (2 * i + 1, 2 * i + 2);
-            let mut smallest = i;
+            let (left, right) = (2 * at + 1, 2 * at + 2);
+            let mut smallest = at;
             if self.count_at(left) < self.count_at(smallest) {
                 smallest = left;
             }
             if self.count_at(right) < self.count_at(smallest) {
                 smallest = right;
             }
-            if smallest == i {
+            if smallest == at {
                 return;
             }
-            self.swap(i, smallest);
-            i = smallest;
+            self.swap(at, smallest);
+            at = smallest;
         }
     }
 }
