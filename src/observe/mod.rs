@@ -12,11 +12,20 @@ use groups::{Counts, Groups, Rule};
 use refused::Refused;
 
 /// The rule, the groups and the sketch.
-#[derive(Default)]
 struct State {
     rule: Rule,
     groups: Groups,
     refused: Refused,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            rule: Rule::default(),
+            groups: Groups::default(),
+            refused: Refused::with_seed(rand::random()),
+        }
+    }
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -60,7 +69,7 @@ pub fn refused(name: &[u8], now_ms: i64) {
 pub fn reset() {
     with(|state| {
         state.groups = Groups::default();
-        state.refused = Refused::default();
+        state.refused = Refused::with_seed(rand::random());
     });
 }
 
