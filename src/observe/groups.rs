@@ -71,6 +71,19 @@ pub struct Counts {
     pub near_limit: u64,
 }
 
+impl Counts {
+    fn add(&mut self, granted: bool, near: bool) {
+        if granted {
+            self.grants += 1;
+            if near {
+                self.near_limit += 1;
+            }
+        } else {
+            self.refusals += 1;
+        }
+    }
+}
+
 /// Whether a grant leaving `remaining` of `limit` ran near the limit (at most 10% remains).
 pub fn near_limit(limit: i64, remaining: i64) -> bool {
     limit > 0 && remaining.saturating_mul(10) <= limit
@@ -83,42 +96,61 @@ pub struct Groups {
     named: Vec<(Box<[u8]>, Counts)>,
     /// The group counted last: calls come in runs of one rule, found without hashing.
     last: usize,
+    /// The limiter name counted last, and its group's place (`None`: the overflow group): the
+    /// same limiter called again needs no cutting of its name.
+    last_name: Vec<u8>,
+    last_place: Option<Option<usize>>,
     overflow: Counts,
     overflowed: Distinct,
 }
 
 impl Groups {
-    /// Counts a decision of a limiter whose group is `group`.
-    pub fn count(&mut self, group: &[u8], granted: bool, near: bool) {
+    /// Counts a decision of limiter `name`, whose group `rule` gives.
+    pub fn count_name(&mut self, rule: &Rule, name: &[u8], granted: bool, near: bool) {
+        if let Some(place) = self.last_place.filter(|_| self.last_name == name) {
+            let counts = match place {
+                Some(i) => self.named.get_mut(i).map(|(_, counts)| counts),
+                None => Some(&mut self.overflow),
+            };
+            if let Some(counts) = counts {
+                counts.add(granted, near);
+                return;
+            }
+        }
+        let place = self.count(rule.group_of(name), granted, near);
+        if name.len() <= MAX_GROUP_NAME {
+            self.last_name.clear();
+            self.last_name.extend_from_slice(name);
+            self.last_place = Some(place);
+        }
+    }
+
+    /// Counts a decision of a limiter whose group is `group`; returns the group's place (None:
+    /// the overflow group).
+    pub fn count(&mut self, group: &[u8], granted: bool, near: bool) -> Option<usize> {
         let last = self.last;
         let found = match self.named.get(last) {
             Some((name, _)) if &name[..] == group => Some(last),
             _ => self.index.get(group).copied(),
         };
-        let counts = match found {
+        let (place, counts) = match found {
             Some(i) => {
                 self.last = i;
-                &mut self.named[i].1
+                (Some(i), &mut self.named[i].1)
             }
             None if self.named.len() < MAX_GROUPS => {
                 let i = self.named.len();
                 self.index.insert(group.into(), i);
                 self.named.push((group.into(), Counts::default()));
-                &mut self.named[i].1
+                (Some(i), &mut self.named[i].1)
             }
             None => {
                 self.overflowed.add(group);
-                &mut self.overflow
+                (None, &mut self.overflow)
             }
         };
-        if granted {
-            counts.grants += 1;
-            if near {
-                counts.near_limit += 1;
-            }
-        } else {
-            counts.refusals += 1;
-        }
+        counts.add(granted, near);
+        place
     }
 
     /// The named groups in the order they were first seen.
@@ -227,6 +259,32 @@ mod tests {
         assert_eq!(rule("::", 2).group_of(b"a:b::c"), b"a:b");
         let long = vec![b'x'; 300];
         assert_eq!(r.group_of(&long).len(), MAX_GROUP_NAME);
+    }
+
+    #[test]
+    fn counting_by_name_caches_the_last_name_only_as_a_shortcut() {
+        let r = Rule::default();
+        let mut g = Groups::default();
+        for name in [
+            &b"api:user:1"[..],
+            b"api:user:1",
+            b"api:user:2",
+            b"login:a",
+            b"api:user:1",
+        ] {
+            g.count_name(&r, name, true, false);
+        }
+        let got: Vec<_> = g.named().map(|(n, c)| (n.to_vec(), c.grants)).collect();
+        assert_eq!(got, vec![(b"api:user".to_vec(), 4), (b"login".to_vec(), 1)]);
+        // Past the bound, the same name keeps counting in the overflow group.
+        let mut g = Groups::default();
+        for i in 0..MAX_GROUPS {
+            g.count(format!("g{i}").as_bytes(), true, false);
+        }
+        for _ in 0..3 {
+            g.count_name(&r, b"late:x", false, false);
+        }
+        assert_eq!(g.overflow().0.refusals, 3);
     }
 
     #[test]

@@ -50,17 +50,15 @@ pub fn turn(on: bool) {
 /// Counts a grant on limiter `name` leaving `remaining` of `limit`.
 pub fn granted(name: &[u8], limit: i64, remaining: i64) {
     with(|state| {
-        let group = state.rule.group_of(name);
         let near = groups::near_limit(limit, remaining);
-        state.groups.count(group, true, near);
+        state.groups.count_name(&state.rule, name, true, near);
     });
 }
 
 /// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`.
 pub fn refused(name: &[u8], now_ms: i64) {
     with(|state| {
-        let group = state.rule.group_of(name);
-        state.groups.count(group, false, false);
+        state.groups.count_name(&state.rule, name, false, false);
         state.refused.add(name, now_ms);
     });
 }

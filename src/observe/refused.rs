@@ -179,12 +179,16 @@ pub fn keyed_hash(seed: u64, bytes: &[u8]) -> u64 {
     for chunk in &mut chunks {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(K).rotate_left(29);
+        h = (h ^ u64::from_le_bytes(word))
+            .wrapping_mul(K)
+            .rotate_left(29);
     }
     let mut tail = [0u8; 8];
     let rest = chunks.remainder();
     tail[..rest.len()].copy_from_slice(rest);
-    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K).rotate_left(29);
+    h = (h ^ u64::from_le_bytes(tail))
+        .wrapping_mul(K)
+        .rotate_left(29);
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
