@@ -35,7 +35,7 @@ MODULE_DEBUG := target/debug/libratelimit.so
 MODULE_RELEASE := target/release/libratelimit.so
 
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
-	test-java test-java-upstream bench-java bench-config-cache test-busy \
+	test-java test-java-upstream bench-java bench-config-cache bench-stats test-busy \
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
 	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64 \
 	deps-node test-node test-node-valkey9 dist-node bench-node \
@@ -322,6 +322,15 @@ bench: release
 	$(call install_missing,$(BENCH_NEEDS))
 	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)
+	$(MAKE) bench-stats
+
+## What the counting per group and the most-refused sketch cost: ratelimit.stats yes against no
+## on one server, hot limiter and 200 000 at random, grant and refusal, time and instructions
+## (bench/stats_overhead.py; docs/performance.md).
+bench-stats: release $(EXAMPLES_VENV)/.installed
+	$(call install_missing,$(BENCH_NEEDS))
+	$(EXAMPLES_VENV)/bin/python bench/stats_overhead.py "$(REDIS_SERVER)" \
+		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"
 
 ## The config cache's rows of docs/performance.md by instructions (callgrind, a server of its own;
 ## bench/config_cache.py): one busy limiter, 500/1 000/10 000 at random, on and off.

@@ -40,6 +40,7 @@ pub mod gcra;
 mod key;
 pub mod keyspace;
 mod migration;
+pub mod observe;
 mod queue;
 pub mod sliding_log;
 mod stats;
@@ -84,6 +85,10 @@ struct LoadOptions {
     debug_commands: bool,
     /// The config cache: keep limiters' configurations between calls (docs/operations.md).
     config_cache: bool,
+    /// Counters per group and the most-refused names (docs/observability.md).
+    stats: bool,
+    group_separator: Vec<u8>,
+    group_depth: i64,
 }
 
 impl Default for LoadOptions {
@@ -91,6 +96,9 @@ impl Default for LoadOptions {
         LoadOptions {
             debug_commands: false,
             config_cache: true,
+            stats: true,
+            group_separator: b":".to_vec(),
+            group_depth: 2,
         }
     }
 }
@@ -103,13 +111,26 @@ impl LoadOptions {
                 [name, value] => (*name, *value),
                 _ => (pair.first().copied().unwrap_or_default(), &b""[..]),
             };
+            if pair.len() == 2 && name.eq_ignore_ascii_case(b"group-separator") {
+                observe::valid_separator(value)?;
+                options.group_separator = value.to_vec();
+                continue;
+            }
+            if pair.len() == 2 && name.eq_ignore_ascii_case(b"group-depth") {
+                options.group_depth = args::parse_i64(value)
+                    .filter(|d| (1..=observe::MAX_DEPTH).contains(d))
+                    .ok_or(format!("group-depth takes 1 to {}", observe::MAX_DEPTH))?;
+                continue;
+            }
             let setting = if name.eq_ignore_ascii_case(b"debug-commands") {
                 &mut options.debug_commands
             } else if name.eq_ignore_ascii_case(b"config-cache") {
                 &mut options.config_cache
+            } else if name.eq_ignore_ascii_case(b"stats") {
+                &mut options.stats
             } else {
                 return Err(format!(
-                    "unknown load option '{}'; the options are: debug-commands yes|no, config-cache yes|no",
+                    "unknown or incomplete load option '{}'; the options are: debug-commands yes|no, config-cache yes|no, stats yes|no, group-separator s, group-depth n",
                     error::Printable(name)
                 ));
             };
@@ -135,6 +156,49 @@ impl ffi::config::BoolSetting for ConfigCacheSetting {
     }
     fn set(value: bool) {
         config_cache::turn(value);
+    }
+}
+
+/// `ratelimit.stats yes|no` (default yes): count grants, refusals and near-limit grants per
+/// group and the most-refused names. Changeable at run time.
+enum Stats {}
+
+impl ffi::config::BoolSetting for Stats {
+    const NAME: &'static CStr = c"stats";
+    const IMMUTABLE: bool = false;
+    fn get() -> bool {
+        observe::on()
+    }
+    fn set(value: bool) {
+        observe::turn(value);
+    }
+}
+
+/// `ratelimit.group-separator` (default `:`): what a limiter's name is cut at for its group.
+enum GroupSeparator {}
+
+impl ffi::config::StringSetting for GroupSeparator {
+    const NAME: &'static CStr = c"group-separator";
+    fn get() -> Vec<u8> {
+        observe::separator()
+    }
+    fn set(value: &[u8]) -> Result<(), String> {
+        observe::set_separator(value)
+    }
+}
+
+/// `ratelimit.group-depth` (default 2): how many parts of a name make its group.
+enum GroupDepth {}
+
+impl ffi::config::NumericSetting for GroupDepth {
+    const NAME: &'static CStr = c"group-depth";
+    const MIN: i64 = 1;
+    const MAX: i64 = observe::MAX_DEPTH;
+    fn get() -> i64 {
+        i64::try_from(observe::depth()).unwrap_or(i64::MAX)
+    }
+    fn set(value: i64) -> Result<(), String> {
+        observe::set_depth(value)
     }
 }
 
@@ -172,11 +236,19 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     store::init(ctx);
     config_cache::reset();
     config_cache::turn(options.config_cache);
+    observe::turn(options.stats);
+    // Checked when parsed.
+    let _ = observe::set_separator(&options.group_separator);
+    let _ = observe::set_depth(options.group_depth);
+    let separator = std::ffi::CString::new(options.group_separator.clone()).unwrap_or_default();
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
     DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
     let registered = ffi::config::register_bool::<ConfigCacheSetting>(ctx, options.config_cache)
-        && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands);
+        && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands)
+        && ffi::config::register_bool::<Stats>(ctx, options.stats)
+        && ffi::config::register_string::<GroupSeparator>(ctx, &separator)
+        && ffi::config::register_numeric::<GroupDepth>(ctx, options.group_depth);
     if registered && !ffi::config::load(ctx) {
         ctx.log_warning("ratelimit: a ratelimit.* configuration was refused");
         return Status::Err;
@@ -238,6 +310,11 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
     }
+    if !ffi::filter::register::<stats::ResetWatch>(ctx) {
+        ctx.log_warning(
+            "ratelimit: no command filter: CONFIG RESETSTAT will not zero INFO ratelimit",
+        );
+    }
     // Replaces the crate's default (empty) INFO callback with ours.
     ffi::info::register::<stats::Report>(ctx);
     Status::Ok
@@ -267,7 +344,7 @@ static LISTENERS: events::Listeners = events::Listeners {
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.
-const COMMANDS: [(&Doc, Handler); 13] = [
+const COMMANDS: [(&Doc, Handler); 15] = [
     (&commands::setrate::DOC, handler!(commands::setrate::run)),
     (
         &commands::tryacquire::DOC,
@@ -289,6 +366,11 @@ const COMMANDS: [(&Doc, Handler); 13] = [
     (
         &commands::gcraallow::DOC,
         handler!(commands::gcraallow::run),
+    ),
+    (&commands::stats::DOC, handler!(commands::stats::run)),
+    (
+        &commands::toprefused::DOC,
+        handler!(commands::toprefused::run),
     ),
 ];
 

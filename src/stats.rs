@@ -7,15 +7,19 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::RedisResult;
 
+use crate::clock;
 use crate::config_cache;
 use crate::ffi::info::{self, Info};
+use crate::observe;
 use crate::tickets;
 
-/// Acquisitions granted (TRYACQUIRE, and ACQUIRE at once or after waiting). Counted where a
-/// client's request is decided, never in the store, so the server re-checking a blocked
-/// waiter counts nothing until the waiter is served.
+/// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
+/// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never in
+/// the store, so the server re-checking a blocked waiter counts nothing until it is answered.
 pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// Requests answered with a wait hint: TRYACQUIRE, and ACQUIRE where it cannot block.
+/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited
+/// at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or nowhere, after
+/// CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Commands that replied with an error.
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -29,6 +33,57 @@ pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static CANCELS: AtomicU64 = AtomicU64::new(0);
 /// Keys of limiters the server evicted (maxmemory), ever.
 pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
+
+/// What a deciding command decided for one limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Granted, leaving `remaining` of `limit` (what ALLOW replies).
+    Granted { limit: i64, remaining: i64 },
+    /// Refused at once: a wait hint, or a GCRA drop-in's limited.
+    Refused,
+    /// A blocked ACQUIRE answered with a wait hint (its TIMEOUT, CANCEL, CLIENT UNBLOCK): a
+    /// refusal of its group; `INFO`'s `refused` keeps its meaning and leaves it out.
+    WaitEnded,
+}
+
+/// The one place a request's decision is counted: in `acquired` or `refused` always, and per
+/// group and in the most-refused sketch while `ratelimit.stats` is yes. Called once per request
+/// answered (a blocked ACQUIRE when it is answered), never for one that fails.
+pub fn decided(name: &[u8], decision: Decision) {
+    match decision {
+        Decision::Granted { limit, remaining } => {
+            add(&ACQUIRED);
+            if observe::on() {
+                observe::granted(name, limit, remaining);
+            }
+        }
+        Decision::Refused | Decision::WaitEnded => {
+            if decision == Decision::Refused {
+                add(&REFUSED);
+            }
+            if observe::on() {
+                observe::refused(name, clock::now_ms());
+            }
+        }
+    }
+}
+
+/// CONFIG RESETSTAT: zeroes what Redis's own stats would (the counters of events, the groups,
+/// the sketch), not the gauges (`blocked_clients`, `tickets`, the config cache's).
+pub fn reset_stats() {
+    for counter in [
+        &ACQUIRED,
+        &REFUSED,
+        &ERRORS,
+        &WAITS,
+        &TIMEOUTS,
+        &CANCELS,
+        &EVICTED_KEYS,
+    ] {
+        counter.store(0, Relaxed);
+    }
+    observe::reset();
+}
 
 /// Zeroes every counter (a fresh load of the module).
 pub fn reset() {
@@ -44,6 +99,7 @@ pub fn reset() {
     ] {
         counter.store(0, Relaxed);
     }
+    observe::reset();
 }
 
 pub fn add(counter: &AtomicU64) {
@@ -63,7 +119,9 @@ pub fn counted(result: RedisResult) -> RedisResult {
 }
 
 /// The INFO report, registered at load: the module's version (Cargo.toml's, as `MODULE LIST`
-/// and the release artifacts carry it) in `ratelimit_module`, then the counters.
+/// and the release artifacts carry it) in `ratelimit_module`, the counters in
+/// `ratelimit_stats`, then a line per group in `ratelimit_groups` (as Redis's `cmdstat_*`
+/// lines). Each section is asked for on its own (`INFO ratelimit_groups`).
 pub struct Report;
 
 impl info::Report for Report {
@@ -71,26 +129,87 @@ impl info::Report for Report {
         if info.section("module") {
             info.text("version", env!("CARGO_PKG_VERSION"));
         }
-        if !info.section("stats") {
-            return;
+        counters_info(info);
+        groups_info(info);
+    }
+}
+
+fn counters_info(info: &mut Info) {
+    if !info.section("stats") {
+        return;
+    }
+    for (name, counter) in [
+        ("acquired", &ACQUIRED),
+        ("refused", &REFUSED),
+        ("errors", &ERRORS),
+        ("blocked_clients", &BLOCKED_CLIENTS),
+        ("waits", &WAITS),
+        ("timeouts", &TIMEOUTS),
+        ("cancels", &CANCELS),
+        ("evicted_keys", &EVICTED_KEYS),
+    ] {
+        info.count(name, counter.load(Relaxed));
+    }
+    // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
+    info.count("tickets", u64::try_from(tickets::len()).unwrap_or(u64::MAX));
+    let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
+    info.count("configs_kept", kept);
+    // 1 while calls come back to few enough limiters for the config cache to pay.
+    info.count("configs_in_use", u64::from(config_cache::in_use()));
+}
+
+/// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow
+/// group's line and `ratelimit_overflow_groups`.
+fn groups_info(info: &mut Info) {
+    if !info.section("groups") {
+        return;
+    }
+    info.count("counting", u64::from(observe::on()));
+    let snapshot = observe::snapshot();
+    let overflow = (observe::groups::OVERFLOW.to_vec(), snapshot.overflow);
+    for (name, counts) in snapshot.named.iter().chain(std::iter::once(&overflow)) {
+        let field = format!("group_{}", observe::info_name(name));
+        info.dict(
+            &field,
+            &[
+                ("grants", counts.grants),
+                ("refusals", counts.refusals),
+                ("near_limit", counts.near_limit),
+            ],
+        );
+    }
+    info.count("overflow_groups", snapshot.overflow_groups);
+}
+
+/// Watches for CONFIG RESETSTAT (a command filter: no server event tells a module of it).
+/// The filter sees the command before the server checks it, so the counters are zeroed only
+/// once the server's own stats show it ran: at the next command (not EXEC, which may be the
+/// one running it), `total_connections_received` has dropped below what it was before (the
+/// server zeroes it, and the caller's own connection was counted in it).
+pub enum ResetWatch {}
+
+/// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked, else 0.
+static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
+
+fn connections_received() -> Option<u64> {
+    crate::ffi::server::info_unsigned(c"stats", c"total_connections_received")
+}
+
+impl crate::ffi::filter::Filter for ResetWatch {
+    fn command(name: &[u8], first: Option<&[u8]>) {
+        let pending = RESET_PENDING.load(Relaxed);
+        if pending != 0 && !name.eq_ignore_ascii_case(b"exec") {
+            RESET_PENDING.store(0, Relaxed);
+            if connections_received().is_some_and(|now| now < pending - 1) {
+                reset_stats();
+            }
         }
-        for (name, counter) in [
-            ("acquired", &ACQUIRED),
-            ("refused", &REFUSED),
-            ("errors", &ERRORS),
-            ("blocked_clients", &BLOCKED_CLIENTS),
-            ("waits", &WAITS),
-            ("timeouts", &TIMEOUTS),
-            ("cancels", &CANCELS),
-            ("evicted_keys", &EVICTED_KEYS),
-        ] {
-            info.count(name, counter.load(Relaxed));
+        if name.eq_ignore_ascii_case(b"config")
+            && first.is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
+        {
+            if let Some(before) = connections_received() {
+                RESET_PENDING.store(before.saturating_add(1), Relaxed);
+            }
         }
-        // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
-        info.count("tickets", u64::try_from(tickets::len()).unwrap_or(u64::MAX));
-        let kept = u64::try_from(config_cache::kept()).unwrap_or(u64::MAX);
-        info.count("configs_kept", kept);
-        // 1 while calls come back to few enough limiters for the config cache to pay.
-        info.count("configs_in_use", u64::from(config_cache::in_use()));
     }
 }

@@ -11,9 +11,10 @@ use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
     acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, gcraallow,
-    persist, release, setrate, throttle, tryacquire,
+    persist, release, setrate, stats, throttle, toprefused, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
+use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&separator, rest)) = data.split_first() else {
@@ -64,6 +65,26 @@ fuzz_target!(|data: &[u8]| {
     // Whatever a key holds, reading it as a TAT never panics.
     let _ = gcraallow::stored_tat(rest);
     let _ = args::parse_double(rest);
+    let _ = stats::parse(&words);
+    if let Ok(count) = toprefused::parse(&words) {
+        assert!((1..=2 * observe::refused::CAPACITY).contains(&count));
+    }
+    // A group is a prefix of the name, whatever the separator and depth.
+    if let [separator, names @ ..] = &words[..] {
+        if observe::valid_separator(separator).is_ok() {
+            let rule = Rule {
+                separator: separator.to_vec(),
+                depth: 1 + usize::from(separator[0] % 16),
+            };
+            let mut sketch = SpaceSaving::default();
+            for name in names {
+                assert!(name.starts_with(rule.group_of(name)));
+                sketch.add(name);
+            }
+            let counted: u64 = sketch.counts().map(|(_, n)| n).sum();
+            assert_eq!(counted, sketch.total());
+        }
+    }
     if let Ok(request) = tryacquire::parse(&words) {
         assert!(request.permits >= 1);
         assert!(request.client.is_none_or(|c| !c.is_empty()));

@@ -33,7 +33,7 @@ use crate::ffi::timer::{self, Timer};
 use crate::key::{self, OpenMode, Read};
 use crate::keyspace::StateId;
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
-use crate::stats;
+use crate::stats::{self, Decision};
 use crate::store::{self, LimiterKeys, Resolved};
 use crate::tickets::{self, Fate};
 use serve::serve;
@@ -77,7 +77,7 @@ pub struct Wait {
 /// the wait hint.
 pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
     let Some(bc) = blocked::block::<Waiters>(ctx) else {
-        stats::add(&stats::REFUSED);
+        stats::decided(&wait.request.name, Decision::Refused);
         return Ok(RedisValue::Integer(wait.hint_ms));
     };
     let (queue, waiter, first) = queue::enqueue(wait.state, wait.watched, bc, wait.request);
@@ -197,7 +197,10 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
         resolved.wait_hint(request.permits, queued, now).map(Some)
     });
     match hint {
-        Ok(Some(ms)) => Served::Wait(ms),
+        Ok(Some(ms)) => {
+            stats::decided(&request.name, Decision::WaitEnded);
+            Served::Wait(ms)
+        }
         Ok(None) => Served::Acquired,
         Err(e) => Served::Failed(e.to_string()),
     }

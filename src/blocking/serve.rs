@@ -12,7 +12,7 @@ use crate::key::Write;
 use crate::queue::{self, QueueId, WaiterId};
 use crate::sliding_log::{Outcome, Reset};
 use crate::stats;
-use crate::store::{Acquisition, LimiterKeys, Turn};
+use crate::store::{Acquisition, LimiterKeys, Turn, Verdict};
 use crate::tickets::{self, Fate};
 
 /// What serving a queue's head found.
@@ -20,7 +20,7 @@ enum Step {
     /// Its ticket was granted or cancelled on the state it waits on.
     Known(Fate),
     /// Tried; with a grant, the other waiters carrying its ticket (the same wait, resent).
-    Tried(Outcome, Vec<WaiterId>),
+    Tried(Verdict, Vec<WaiterId>),
 }
 
 /// Serves a queue from its head for as long as the head can be granted, if the server can
@@ -62,7 +62,7 @@ pub(super) fn serve(ctx: &Context, queue: QueueId) {
                     waiters_with_ticket(resolved.config().mode, &request.name, ticket, state);
                 same_wait.retain(|&waiter| waiter != head.waiter);
             }
-            Ok(Step::Tried(verdict.outcome, same_wait))
+            Ok(Step::Tried(verdict, same_wait))
         });
         match step {
             // The same wait, resent after a reconnect, was granted on the old connection.
@@ -77,9 +77,11 @@ pub(super) fn serve(ctx: &Context, queue: QueueId) {
                     unblock(removed.bc, hint_for(ctx, &removed));
                 }
             }
-            Ok(Step::Tried(Outcome::Wait(ms), _)) => return schedule(ctx, queue, ms),
-            Ok(Step::Tried(Outcome::Acquired, same_wait)) => {
-                stats::add(&stats::ACQUIRED);
+            Ok(Step::Tried(verdict, same_wait)) => {
+                if let Outcome::Wait(ms) = verdict.outcome {
+                    return schedule(ctx, queue, ms);
+                }
+                stats::decided(&request.name, verdict.decision());
                 if let Some(removed) = take(ctx, head.waiter) {
                     unblock(removed.bc, Served::Acquired);
                 }

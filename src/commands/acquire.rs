@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::key::Write;
 use crate::queue;
 use crate::sliding_log::{Config, Outcome, Reset};
-use crate::stats;
+use crate::stats::{self, Decision};
 use crate::store::{Acquisition, LimiterKeys, Resolved, Turn};
 use crate::tickets::{self, Fate};
 
@@ -98,7 +98,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let verdict = limiter.acquire(&resolved, acquisition)?;
     let hint_ms = match verdict.outcome {
         Outcome::Acquired => {
-            stats::add(&stats::ACQUIRED);
+            stats::decided(request.key, verdict.decision());
             if let Some(ticket) = request.ticket {
                 blocking::remember_grant(ticket, resolved.id(), &verdict, now);
             }
@@ -107,7 +107,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         Outcome::Wait(ms) => ms,
     };
     if !can_block {
-        stats::add(&stats::REFUSED);
+        stats::decided(request.key, Decision::Refused);
         return Ok(RedisValue::Integer(hint_ms));
     }
     let wait = Wait {
@@ -145,7 +145,7 @@ fn resolve<'c>(
             match tickets::fate(ticket, on.id(), now) {
                 Some(Fate::Granted { .. }) => return Ok(Err(RedisValue::Null)),
                 Some(Fate::Cancelled) => {
-                    stats::add(&stats::REFUSED);
+                    stats::decided(request.key, Decision::Refused);
                     let queued = blocking::queued(on).unwrap_or(0);
                     let wait = on.wait_hint(request.permits, queued, now)?;
                     return Ok(Err(RedisValue::Integer(wait)));

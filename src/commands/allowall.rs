@@ -134,12 +134,21 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .zip(&attempts)
         .map(|(limiter, attempt)| limiter.commit(attempt, all))
         .collect::<Result<Vec<_>, Error>>()?;
-    stats::add(if all {
-        &stats::ACQUIRED
-    } else {
-        &stats::REFUSED
-    });
     let (verdict, limited_by) = combine(&verdicts, &request.keys, all);
+    // One request, one decision: counted under the limiter the reply names (limited_by), or
+    // the first that refused, or, granted, the one with the fewest permits left.
+    let decided_by = limited_by
+        .or_else(|| {
+            let refusing = attempts.iter().position(|attempt| !attempt.grants());
+            refusing.and_then(|i| request.keys.get(i).copied())
+        })
+        .or_else(|| {
+            let tightest = verdicts.iter().enumerate().min_by_key(|(_, v)| v.remaining);
+            tightest.and_then(|(i, _)| request.keys.get(i).copied())
+        });
+    if let Some(name) = decided_by {
+        stats::decided(name, verdict.decision());
+    }
     reply_verdict(ctx, &verdict, Some(limited_by));
     Ok(RedisValue::NoReply)
 }

@@ -101,6 +101,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.tokens)
         .map_err(|e| Error::Message(e.message()))?;
     key.write(outcome.write);
+    crate::stats::decided(request.key, super::gcra_decision(&outcome));
     super::reply_integers(ctx, &outcome.reply());
     Ok(RedisValue::NoReply)
 }

@@ -15,7 +15,9 @@ pub mod gcraallow;
 pub mod persist;
 pub mod release;
 pub mod setrate;
+pub mod stats;
 pub mod throttle;
+pub mod toprefused;
 pub mod tryacquire;
 
 use redis_module::{Context, RedisValue};
@@ -200,6 +202,18 @@ impl ConfigOptions {
             keep_alive,
             precision: self.precision.unwrap_or(1),
         })
+    }
+}
+
+/// What `INFO ratelimit` counts of a GCRA drop-in's call: limited is a refusal.
+pub(crate) fn gcra_decision(outcome: &crate::gcra::Outcome) -> crate::stats::Decision {
+    if outcome.limited {
+        crate::stats::Decision::Refused
+    } else {
+        crate::stats::Decision::Granted {
+            limit: outcome.limit,
+            remaining: outcome.remaining,
+        }
     }
 }
 

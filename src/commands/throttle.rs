@@ -94,6 +94,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.quantity)
         .map_err(throttle_error)?;
     key.write(outcome.write);
+    crate::stats::decided(request.key, super::gcra_decision(&outcome));
     super::reply_integers(ctx, &outcome.reply());
     Ok(RedisValue::NoReply)
 }

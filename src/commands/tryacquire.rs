@@ -11,7 +11,7 @@ use crate::blocking;
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::sliding_log::{Config, Outcome, Reset};
+use crate::sliding_log::{Config, Reset};
 use crate::stats;
 use crate::store::{Acquisition, LimiterKeys, Turn, Verdict};
 
@@ -70,10 +70,7 @@ impl Request<'_> {
                 now: clock::now_ms(),
             },
         )?;
-        stats::add(match verdict.outcome {
-            Outcome::Acquired => &stats::ACQUIRED,
-            Outcome::Wait(_) => &stats::REFUSED,
-        });
+        stats::decided(self.key, verdict.decision());
         Ok(verdict)
     }
 }

@@ -29,6 +29,15 @@ impl Info {
     pub(crate) fn count(&mut self, name: &str, value: u64) {
         raw::add_info_field_unsigned_long_long(self.ctx, name, value);
     }
+
+    /// One line of counts, `name:a=1,b=2` (as Redis's `db0:keys=..,expires=..`).
+    pub(crate) fn dict(&mut self, name: &str, counts: &[(&str, u64)]) {
+        raw::add_info_begin_dict_field(self.ctx, name);
+        for &(field, value) in counts {
+            raw::add_info_field_unsigned_long_long(self.ctx, field, value);
+        }
+        raw::add_info_end_dict_field(self.ctx);
+    }
 }
 
 extern "C" fn trampoline<R: Report>(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {

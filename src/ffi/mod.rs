@@ -23,6 +23,7 @@ pub(crate) mod blocked;
 pub(crate) mod command;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod filter;
 pub(crate) mod info;
 pub(crate) mod key;
 pub(crate) mod reply;

@@ -33,3 +33,23 @@ pub(crate) fn selected_db(ctx: &Context) -> i32 {
     // SAFETY: GetSelectedDb accepts any module context.
     unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
 }
+
+/// An unsigned field of a section of the server's INFO (`stats`, `total_connections_received`),
+/// read without a command context. Costly (the server builds the section): for rare checks only.
+pub(crate) fn info_unsigned(section: &std::ffi::CStr, field: &std::ffi::CStr) -> Option<u64> {
+    let get = api!(RedisModule_GetServerInfo)?;
+    let read = api!(RedisModule_ServerInfoGetFieldUnsigned)?;
+    let free = api!(RedisModule_FreeServerInfo)?;
+    // SAFETY: GetServerInfo accepts a null context (then the caller frees the data, done here
+    // before returning); the names are NUL-terminated; the data is read only while it lives.
+    unsafe {
+        let data = get(std::ptr::null_mut(), section.as_ptr());
+        if data.is_null() {
+            return None;
+        }
+        let mut err = 0;
+        let value = read(data, field.as_ptr(), &mut err);
+        free(std::ptr::null_mut(), data);
+        (err == 0).then_some(value)
+    }
+}

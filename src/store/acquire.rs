@@ -65,6 +65,19 @@ pub struct Verdict {
     pub logged: Option<Logged>,
 }
 
+impl Verdict {
+    /// What `INFO ratelimit` counts of it.
+    pub fn decision(&self) -> crate::stats::Decision {
+        match self.outcome {
+            Outcome::Acquired => crate::stats::Decision::Granted {
+                limit: self.limit,
+                remaining: self.remaining,
+            },
+            Outcome::Wait(_) => crate::stats::Decision::Refused,
+        }
+    }
+}
+
 /// Where a grant was logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Logged {

@@ -283,6 +283,10 @@ const COMMANDS: &[&str] = &[
     "RATELIMIT.GCRAALLOW lim 0 1 1 ATMOST 4",
     "RATELIMIT.GCRAALLOW {lim}:value 5 10 60 ATMOST 100",
     "RATELIMIT.GCRAALLOW {lim}:permits 5 10 60",
+    "RATELIMIT.STATS",
+    "RATELIMIT.TOPREFUSED",
+    "RATELIMIT.TOPREFUSED 1024",
+    "RATELIMIT.TOPREFUSED 0",
 ];
 
 /// `text` as words, `\xNN` in a word standing for that byte and `""` for an empty word.

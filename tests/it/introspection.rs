@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const COMMANDS: [&str; 15] = [
+const COMMANDS: [&str; 17] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -20,6 +20,8 @@ const COMMANDS: [&str; 15] = [
     "ratelimit.delete",
     "ratelimit.expire",
     "ratelimit.persist",
+    "ratelimit.stats",
+    "ratelimit.toprefused",
     "cl.throttle",
     "gcra",
     "ratelimit.gcraallow",
@@ -503,6 +505,7 @@ fn stats(con: &mut Connection) -> std::collections::BTreeMap<String, i64> {
         .skip_while(|l| *l != "# ratelimit_stats");
     assert_eq!(lines.next(), Some("# ratelimit_stats"), "{info}");
     let mut counters: std::collections::BTreeMap<String, i64> = lines
+        .take_while(|l| !l.starts_with('#'))
         .map(|l| {
             let (name, value) = l.split_once(':').expect("name:value");
             let name = name.strip_prefix("ratelimit_").expect("ratelimit_ prefix");

@@ -28,6 +28,7 @@ mod layouts;
 mod middleware;
 mod module_config;
 mod names;
+mod observe;
 mod oom;
 mod operations;
 mod per_client;

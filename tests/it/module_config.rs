@@ -22,10 +22,14 @@ fn settings(con: &mut Connection) -> Vec<(String, String)> {
     config_get(con, "ratelimit.*")
 }
 
+/// The settings, sorted by name, with the counting's at their defaults.
 fn pairs(cache: &str, debug: &str) -> Vec<(String, String)> {
     vec![
         ("ratelimit.config-cache".into(), cache.into()),
         ("ratelimit.debug-commands".into(), debug.into()),
+        ("ratelimit.group-depth".into(), "2".into()),
+        ("ratelimit.group-separator".into(), ":".into()),
+        ("ratelimit.stats".into(), "yes".into()),
     ]
 }
 

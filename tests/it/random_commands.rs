@@ -297,9 +297,11 @@ enum Cmd {
     Debug,
     GcraAllow,
     Chaos,
+    /// RATELIMIT.STATS and RATELIMIT.TOPREFUSED.
+    Observe,
 }
 
-const WEIGHTS: [(Cmd, usize); 15] = [
+const WEIGHTS: [(Cmd, usize); 16] = [
     (Cmd::SetRate, 12),
     (Cmd::TryAcquire, 18),
     (Cmd::Acquire, 10),
@@ -315,6 +317,7 @@ const WEIGHTS: [(Cmd, usize); 15] = [
     (Cmd::Debug, 7),
     (Cmd::GcraAllow, 6),
     (Cmd::Chaos, 8),
+    (Cmd::Observe, 3),
 ];
 
 struct Gen<'a> {
@@ -438,6 +441,7 @@ impl Gen<'_> {
             Cmd::Persist => b"RATELIMIT.PERSIST",
             Cmd::Debug => b"RATELIMIT.DEBUG",
             Cmd::GcraAllow => b"RATELIMIT.GCRAALLOW",
+            Cmd::Observe => [&b"RATELIMIT.STATS"[..], b"RATELIMIT.TOPREFUSED"][self.rng.index(2)],
             Cmd::Chaos => [
                 &b"RATELIMIT.SETRATE"[..],
                 b"RATELIMIT.TRYACQUIRE",
@@ -525,6 +529,15 @@ impl Gen<'_> {
                 self.client_option(&mut words);
             }
             Cmd::Config => words.push(self.key()),
+            Cmd::Observe => {
+                if self.rng.chance(60) {
+                    words
+                        .push(self.from(&[b"1", b"3", b"10", b"1024", b"0", b"-1", b"1025", b"x"]));
+                }
+                if self.rng.one_in(8) {
+                    words.push(self.key());
+                }
+            }
             Cmd::Available | Cmd::Delete | Cmd::Persist => {
                 words.push(self.key());
                 self.client_option(&mut words);
@@ -895,23 +908,29 @@ fn value_of(reply: Reply) -> Outcome {
 /// Checks the shape of a successful reply; returns a problem if it is impossible.
 fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
     let name = String::from_utf8_lossy(&words[0]).to_ascii_uppercase();
-    let fine = match (name.as_str(), value) {
-        ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Nil) => true,
-        ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Int(n)) => *n >= 1,
-        ("RATELIMIT.AVAILABLE", Value::Int(n)) => *n >= 0,
-        ("RATELIMIT.ALLOW" | "RATELIMIT.ALLOWALL", Value::Array(fields)) => {
-            allow_reply_is_sane(fields, name == "RATELIMIT.ALLOWALL")
-        }
-        ("RATELIMIT.RELEASE" | "RATELIMIT.CANCEL", Value::Int(n)) => *n >= 0,
-        ("RATELIMIT.SETRATE" | "RATELIMIT.EXPIRE" | "RATELIMIT.PERSIST", Value::Int(n)) => {
-            *n == 0 || *n == 1
-        }
-        ("RATELIMIT.DELETE", Value::Int(n)) => (0..=5).contains(n),
-        ("RATELIMIT.CONFIG", Value::Nil | Value::Array(_)) => true,
-        ("RATELIMIT.DEBUG", _) => true,
-        ("RATELIMIT.GCRAALLOW", Value::Array(fields)) => gcraallow_reply_is_sane(words, fields),
-        _ => false,
-    };
+    let fine =
+        match (name.as_str(), value) {
+            ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Nil) => true,
+            ("RATELIMIT.TRYACQUIRE" | "RATELIMIT.ACQUIRE", Value::Int(n)) => *n >= 1,
+            ("RATELIMIT.AVAILABLE", Value::Int(n)) => *n >= 0,
+            ("RATELIMIT.ALLOW" | "RATELIMIT.ALLOWALL", Value::Array(fields)) => {
+                allow_reply_is_sane(fields, name == "RATELIMIT.ALLOWALL")
+            }
+            ("RATELIMIT.RELEASE" | "RATELIMIT.CANCEL", Value::Int(n)) => *n >= 0,
+            ("RATELIMIT.SETRATE" | "RATELIMIT.EXPIRE" | "RATELIMIT.PERSIST", Value::Int(n)) => {
+                *n == 0 || *n == 1
+            }
+            ("RATELIMIT.DELETE", Value::Int(n)) => (0..=5).contains(n),
+            ("RATELIMIT.CONFIG", Value::Nil | Value::Array(_)) => true,
+            ("RATELIMIT.DEBUG", _) => true,
+            ("RATELIMIT.GCRAALLOW", Value::Array(fields)) => gcraallow_reply_is_sane(words, fields),
+            ("RATELIMIT.STATS", Value::Array(fields)) => fields.len() == 8,
+            ("RATELIMIT.TOPREFUSED", Value::Array(pairs)) => pairs.len() % 2 == 0
+                && pairs.chunks(2).all(
+                    |p| matches!((&p[0], &p[1]), (Value::BulkString(_), Value::Int(n)) if *n >= 1),
+                ),
+            _ => false,
+        };
     (!fine).then(|| format!("`{}` replied {value:?}", show(words)))
 }
 
