@@ -11,6 +11,7 @@ pub mod delete;
 pub mod doc;
 pub mod expire;
 pub mod gcra;
+pub mod peek;
 pub mod persist;
 pub mod release;
 pub mod setrate;

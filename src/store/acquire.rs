@@ -21,15 +21,15 @@ pub enum Turn {
 
 /// An acquisition read and decided, not yet written (see [`LimiterKeys::attempt`]).
 pub struct Attempt<'c, M: OpenMode> {
-    config: Config,
+    pub(super) config: Config,
     /// The configuration of a limiter created by this acquisition (the `RATE` option).
     created: Option<Config>,
-    state: State<'c, M>,
-    plan: AcquirePlan,
+    pub(super) state: State<'c, M>,
+    pub(super) plan: AcquirePlan,
     turn: Turn,
-    now: i64,
+    pub(super) now: i64,
     /// Permits queued ahead by blocked ACQUIRE clients.
-    queued: u64,
+    pub(super) queued: u64,
 }
 
 impl<M: OpenMode> Attempt<'_, M> {
@@ -95,7 +95,8 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     }
 
     /// Reads and decides an acquisition without writing anything: the plan, and whether the
-    /// limiter must first be created (`create`, when its hash does not exist).
+    /// limiter must first be created (`create`, when its hash does not exist). Read-only keys
+    /// do (PEEK answers what ALLOW would).
     pub fn attempt(
         &self,
         client: Option<&[u8]>,
@@ -104,10 +105,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         turn: Turn,
         create: Option<&Config>,
         reset: Reset,
-    ) -> Result<Attempt<'c, M>, Error>
-    where
-        M: Writable,
-    {
+    ) -> Result<Attempt<'c, M>, Error> {
         let (config, created) = match (self.config()?, create) {
             (Some(config), _) => (config, None),
             (None, Some(creation)) => {
@@ -264,7 +262,12 @@ fn waiting(plan: &AcquirePlan, turn: Turn, queued: u64) -> i64 {
 impl Verdict {
     /// What a plan applied answers on a limiter of `rate`, with `queued` permits waited for by
     /// blocked ACQUIRE clients (counted as taken).
-    fn of(plan: &AcquirePlan, config: &Config, queued: u64, member: Option<u64>) -> Verdict {
+    pub(super) fn of(
+        plan: &AcquirePlan,
+        config: &Config,
+        queued: u64,
+        member: Option<u64>,
+    ) -> Verdict {
         let rate = config.rate;
         let ahead = i64::try_from(queued).unwrap_or(i64::MAX);
         Verdict {

@@ -5,12 +5,14 @@
 mod acquire;
 mod config;
 mod open;
+mod peek;
 mod release;
 mod setrate;
 mod ttl;
 mod writes;
 
 pub use acquire::{Turn, Verdict};
+pub use peek::Peek;
 pub use setrate::{Condition, RateChange};
 
 use std::ops::ControlFlow;

@@ -29,6 +29,7 @@ mod module_config;
 mod names;
 mod oom;
 mod operations;
+mod peek;
 mod per_client;
 mod persistence;
 mod precision;
