@@ -17,6 +17,7 @@
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
+#   make dist-python, test-python, test-python-valkey9, bench-python  the limits storage (python/)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
@@ -311,3 +312,44 @@ clean:
 fuzz:
 	command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none parse -- -max_total_time=60
+
+## Python: the `limits` storage on the module (python/, docs/python.md). A venv under target/
+## with the pinned test requirements; `dist-python` writes the wheel and the sdist to
+## target/dist/; `test-python` builds the module and the release files, installs each file in a
+## fresh venv (metadata checked), then runs, on that wheel, the package's tests (a real server
+## and a real 3-master cluster; Flask-Limiter and SlowAPI apps) and limits' own storage and
+## strategy tests (python/upstream) on $(REDIS_SERVER); `test-python-valkey9` on Valkey 9.1.2.
+## `bench-python` measures it against limits' own Redis storage (python/bench.py).
+.PHONY: dist-python test-python test-python-valkey9 bench-python
+PYTHON_VENV := target/python-venv
+PYTHON_DIST := target/dist
+PYTHON_WHEEL := $(PYTHON_DIST)/ratelimit_limits-1.0.0-py3-none-any.whl
+PYTHON_SDIST := $(PYTHON_DIST)/ratelimit_limits-1.0.0.tar.gz
+
+$(PYTHON_VENV)/.installed: python/requirements-test.txt
+	python3 -m venv $(PYTHON_VENV)
+	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+dist-python: $(PYTHON_VENV)/.installed
+	rm -rf python/build python/src/*.egg-info $(PYTHON_WHEEL) $(PYTHON_SDIST)
+	$(PYTHON_VENV)/bin/python -m build -q --outdir $(PYTHON_DIST) python
+	rm -rf python/build python/src/*.egg-info
+
+test-python: build dist-python
+	$(PYTHON_VENV)/bin/python python/testing/check_dist.py $(PYTHON_WHEEL) $(PYTHON_SDIST)
+	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PYTHON_WHEEL)
+	@"$(REDIS_SERVER)" --version
+	cd python && REDIS_SERVER="$(REDIS_SERVER)" RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
+		../$(PYTHON_VENV)/bin/python -m pytest -q tests
+	cd python/upstream/limits-5.8.0 && REDIS_SERVER="$(REDIS_SERVER)" \
+		RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
+		../../../$(PYTHON_VENV)/bin/python -m pytest -q -m ratelimit
+
+test-python-valkey9:
+	@server="$$(.ci/fetch-shared valkey9)" && $(MAKE) --no-print-directory test-python REDIS_SERVER="$$server"
+
+bench-python: release $(PYTHON_VENV)/.installed
+	@server="$$(.ci/fetch-shared valkey9)" && \
+		PYTHONPATH=python/src RATELIMIT_MODULE="$(CURDIR)/$(MODULE_RELEASE)" \
+		$(PYTHON_VENV)/bin/python python/bench.py "$(REDIS_SERVER)" "$$server"
