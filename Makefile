@@ -328,6 +328,22 @@ PYTHON_DIST := target/dist
 PYTHON_WHEEL := $(PYTHON_DIST)/ratelimit_limits-1.0.0-py3-none-any.whl
 PYTHON_SDIST := $(PYTHON_DIST)/ratelimit_limits-1.0.0.tar.gz
 
+## limits' own test files, from its sdist on PyPI (python/upstream/README.md), with our conftest.py
+## and pytest.ini beside them.
+LIMITS_UPSTREAM := target/limits-upstream
+LIMITS_TESTS := tests/__init__.py tests/utils.py tests/test_storage.py tests/test_strategy.py \
+	tests/aio/__init__.py tests/aio/test_storage.py tests/aio/test_strategy.py LICENSE.txt
+$(LIMITS_UPSTREAM)/.unpacked: python/upstream/limits-sdist.txt python/upstream/conftest.py python/upstream/pytest.ini
+	rm -rf $(LIMITS_UPSTREAM) target/limits-sdist
+	python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+		--require-hashes -r python/upstream/limits-sdist.txt -d target/limits-sdist
+	mkdir -p $(LIMITS_UPSTREAM)
+	tar -xzf target/limits-sdist/limits-*.tar.gz -C $(LIMITS_UPSTREAM) --strip-components=1 \
+		$(addprefix limits-$(LIMITS_VERSION)/,$(LIMITS_TESTS))
+	cp python/upstream/conftest.py python/upstream/pytest.ini $(LIMITS_UPSTREAM)/
+	touch $@
+LIMITS_VERSION = $(shell sed -n 's/^limits==\([^ ]*\) .*/\1/p' python/upstream/limits-sdist.txt)
+
 $(PYTHON_VENV)/.installed: python/requirements-test.txt
 	python3 -m venv $(PYTHON_VENV)
 	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check -r $<
@@ -338,15 +354,15 @@ dist-python: $(PYTHON_VENV)/.installed
 	$(PYTHON_VENV)/bin/python -m build -q --outdir $(PYTHON_DIST) python
 	rm -rf python/build python/src/*.egg-info
 
-test-python: build dist-python
+test-python: build dist-python $(LIMITS_UPSTREAM)/.unpacked
 	$(PYTHON_VENV)/bin/python python/testing/check_dist.py $(PYTHON_WHEEL) $(PYTHON_SDIST)
 	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PYTHON_WHEEL)
 	@"$(REDIS_SERVER)" --version
 	cd python && REDIS_SERVER="$(REDIS_SERVER)" RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
 		../$(PYTHON_VENV)/bin/python -m pytest -q tests
-	cd python/upstream/limits-5.8.0 && REDIS_SERVER="$(REDIS_SERVER)" \
-		RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
-		../../../$(PYTHON_VENV)/bin/python -m pytest -q -m ratelimit --force-flaky --max-runs=3
+	cd $(LIMITS_UPSTREAM) && REDIS_SERVER="$(REDIS_SERVER)" \
+		RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" RATELIMIT_PYTHON_TESTING="$(CURDIR)/python/testing" \
+		$(CURDIR)/$(PYTHON_VENV)/bin/python -m pytest -q -m ratelimit --force-flaky --max-runs=3
 
 test-python-valkey9:
 	@server="$$(.ci/fetch-shared valkey9)" && $(MAKE) --no-print-directory test-python REDIS_SERVER="$$server"

@@ -1,5 +1,6 @@
-"""Runs limits' own storage and strategy tests (the files under tests/, pinned, unedited) on the
-ratelimit storages, against real servers started here instead of limits' docker-compose ones.
+"""Runs limits' own storage and strategy tests (the files under tests/ of limits' sdist, unedited,
+which `make test-python` unpacks beside this file under target/) on the ratelimit storages,
+against real servers started here instead of limits' docker-compose ones.
 
 Not a file of limits: it replaces limits' tests/conftest.py (whose fixtures start docker
 services). It starts a redis-server with the module and a 3-master cluster of them on free
@@ -17,7 +18,8 @@ import sys
 import pytest
 from pytest_lazy_fixtures import lf
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "testing"))
+# python/testing (its servers.py), named by make test-python: this file runs from a copy.
+sys.path.insert(0, os.environ["RATELIMIT_PYTHON_TESTING"])
 
 import ratelimit_limits  # noqa: E402  (the one line an application adds: registers the schemes)
 import servers  # noqa: E402
