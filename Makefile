@@ -22,6 +22,7 @@
 #   make test-go  the Go package (go/, docs/go.md): redis_rate's own tests, an HTTP app on a server and a cluster
 #   make bench-go  that package against go-redis/redis_rate's script, on Redis 7.0 and Valkey 9
 #   make dist-go  the Go module's source zip and tarball in target/dist/ (make dist makes them too)
+#   make dist-python, test-python, test-python-valkey9, bench-python  the limits storage (python/)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 #   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
@@ -416,3 +417,61 @@ bench-node: release deps-node
 	@"$(REDIS_SERVER)" --version
 	@export $(call NODE_ENV_FOR,release) REDIS_SERVER="$(REDIS_SERVER)"; \
 		node $(NODE_PKG)/bench/bench.js $(BENCH_NODE_ARGS)
+## Python: the `limits` storage on the module (python/, docs/python.md). A venv under target/
+## with the pinned test requirements; `dist-python` writes the wheel and the sdist to
+## target/dist/; `test-python` builds the module and the release files, installs each file in a
+## fresh venv (metadata checked), then runs, on that wheel, the package's tests (a real server
+## and a real 3-master cluster; Flask-Limiter and SlowAPI apps) and limits' own storage and
+## strategy tests (python/upstream) on $(REDIS_SERVER); `test-python-valkey9` on Valkey 9.1.2.
+## limits' tests measure real time with margins of 30 to 200 ms: each may run 3 times (flaky's
+## --force-flaky), as limits reruns those it marks flaky; a real difference fails all 3.
+## `bench-python` measures it against limits' own Redis storage (python/bench.py).
+.PHONY: dist-python test-python test-python-valkey9 bench-python
+PYTHON_VENV := target/python-venv
+PYTHON_DIST := target/dist
+PYTHON_WHEEL := $(PYTHON_DIST)/ratelimit_limits-1.0.0-py3-none-any.whl
+PYTHON_SDIST := $(PYTHON_DIST)/ratelimit_limits-1.0.0.tar.gz
+
+## limits' own test files, from its sdist on PyPI (python/upstream/README.md), with our conftest.py
+## and pytest.ini beside them.
+LIMITS_UPSTREAM := target/limits-upstream
+LIMITS_TESTS := tests/__init__.py tests/utils.py tests/test_storage.py tests/test_strategy.py \
+	tests/aio/__init__.py tests/aio/test_storage.py tests/aio/test_strategy.py LICENSE.txt
+$(LIMITS_UPSTREAM)/.unpacked: python/upstream/limits-sdist.txt python/upstream/conftest.py python/upstream/pytest.ini
+	rm -rf $(LIMITS_UPSTREAM) target/limits-sdist
+	python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+		--require-hashes -r python/upstream/limits-sdist.txt -d target/limits-sdist
+	mkdir -p $(LIMITS_UPSTREAM)
+	tar -xzf target/limits-sdist/limits-*.tar.gz -C $(LIMITS_UPSTREAM) --strip-components=1 \
+		$(addprefix limits-$(LIMITS_VERSION)/,$(LIMITS_TESTS))
+	cp python/upstream/conftest.py python/upstream/pytest.ini $(LIMITS_UPSTREAM)/
+	touch $@
+LIMITS_VERSION = $(shell sed -n 's/^limits==\([^ ]*\) .*/\1/p' python/upstream/limits-sdist.txt)
+
+$(PYTHON_VENV)/.installed: python/requirements-test.txt
+	python3 -m venv $(PYTHON_VENV)
+	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+dist-python: $(PYTHON_VENV)/.installed
+	rm -rf python/build python/src/*.egg-info $(PYTHON_WHEEL) $(PYTHON_SDIST)
+	$(PYTHON_VENV)/bin/python -m build -q --outdir $(PYTHON_DIST) python
+	rm -rf python/build python/src/*.egg-info
+
+test-python: build dist-python $(LIMITS_UPSTREAM)/.unpacked
+	$(PYTHON_VENV)/bin/python python/testing/check_dist.py $(PYTHON_WHEEL) $(PYTHON_SDIST)
+	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PYTHON_WHEEL)
+	@"$(REDIS_SERVER)" --version
+	cd python && REDIS_SERVER="$(REDIS_SERVER)" RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
+		../$(PYTHON_VENV)/bin/python -m pytest -q tests
+	cd $(LIMITS_UPSTREAM) && REDIS_SERVER="$(REDIS_SERVER)" \
+		RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" RATELIMIT_PYTHON_TESTING="$(CURDIR)/python/testing" \
+		$(CURDIR)/$(PYTHON_VENV)/bin/python -m pytest -q -m ratelimit --force-flaky --max-runs=3
+
+test-python-valkey9:
+	@server="$$(.ci/fetch-shared valkey9)" && $(MAKE) --no-print-directory test-python REDIS_SERVER="$$server"
+
+bench-python: release $(PYTHON_VENV)/.installed
+	@server="$$(.ci/fetch-shared valkey9)" && \
+		PYTHONPATH=python/src RATELIMIT_MODULE="$(CURDIR)/$(MODULE_RELEASE)" \
+		$(PYTHON_VENV)/bin/python python/bench.py "$(REDIS_SERVER)" "$$server"

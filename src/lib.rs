@@ -344,7 +344,7 @@ static LISTENERS: events::Listeners = events::Listeners {
 
 /// Every command: its [`Doc`] (name, flags, ACL categories, key spec, arguments, docs: each
 /// said once) and its handler.
-const COMMANDS: [(&Doc, Handler); 15] = [
+const COMMANDS: [(&Doc, Handler); 16] = [
     (&commands::setrate::DOC, handler!(commands::setrate::run)),
     (
         &commands::tryacquire::DOC,
@@ -358,6 +358,7 @@ const COMMANDS: [(&Doc, Handler); 15] = [
         &commands::available::DOC,
         handler!(commands::available::run),
     ),
+    (&commands::peek::DOC, handler!(commands::peek::run)),
     (&commands::release::DOC, handler!(commands::release::run)),
     (&commands::cancel::DOC, handler!(commands::cancel::run)),
     (&commands::delete::DOC, handler!(commands::delete::run)),

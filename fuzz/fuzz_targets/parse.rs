@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit::commands::{
     acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, gcraallow,
-    persist, release, setrate, stats, throttle, toprefused, tryacquire,
+    peek, persist, release, setrate, stats, throttle, toprefused, tryacquire,
 };
 use ratelimit::keyspace::{self, StateKeys};
 use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
@@ -127,6 +127,11 @@ fuzz_target!(|data: &[u8]| {
     {
         assert_eq!(target.key, words[0]);
         assert!(target.client.is_none_or(|c| !c.is_empty()));
+    }
+    if let Ok(request) = peek::parse(&words) {
+        assert!(request.permits >= 1);
+        assert!(request.client.is_none_or(|c| !c.is_empty()));
+        assert_eq!(request.key, words[0]);
     }
     if let Ok(request) = release::parse(&words) {
         assert!(request.permits >= 1);

@@ -12,6 +12,7 @@ pub mod doc;
 pub mod expire;
 pub mod gcra;
 pub mod gcraallow;
+pub mod peek;
 pub mod persist;
 pub mod release;
 pub mod setrate;

@@ -47,6 +47,11 @@ impl<M: OpenMode> Attempt<'_, '_, M> {
     pub fn grants(&self) -> bool {
         self.plan.append.is_some()
     }
+
+    /// What the attempt would reply if committed as it is, with nothing logged (PEEK).
+    pub(super) fn verdict_unwritten(&self) -> Verdict {
+        Verdict::of(&self.plan, self.resolved.config(), self.queued, None)
+    }
 }
 
 /// What an acquisition did, with what an HTTP API needs to answer it.
@@ -108,14 +113,12 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
 
     /// Reads and decides an acquisition without writing anything. The permits were checked
     /// against the rate when the limiter was resolved ([`LimiterKeys::resolve_for`]).
+    /// Read-only keys do: PEEK answers what ALLOW would.
     pub fn attempt<'r>(
         &self,
         resolved: &'r Resolved<'c, M>,
         acquisition: Acquisition,
-    ) -> Result<Attempt<'r, 'c, M>, Error>
-    where
-        M: Writable,
-    {
+    ) -> Result<Attempt<'r, 'c, M>, Error> {
         let Acquisition {
             permits,
             turn,

@@ -5,6 +5,7 @@
 mod acquire;
 mod config;
 mod open;
+mod peek;
 mod release;
 mod resolve;
 mod setrate;
@@ -12,6 +13,7 @@ mod ttl;
 mod writes;
 
 pub use acquire::{Acquisition, Turn, Verdict};
+pub use peek::Peek;
 pub use resolve::Resolved;
 pub use setrate::{Condition, RateChange};
 

@@ -494,6 +494,7 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
         ("ratelimit.allowall", "@write @slow"),
         ("ratelimit.config", "@read @fast"),
         ("ratelimit.available", "@read @slow"),
+        ("ratelimit.peek", "@read @slow"),
         ("ratelimit.release", "@write @slow"),
         ("ratelimit.cancel", "@write @slow"),
         ("ratelimit.delete", "@write @slow @keyspace"),

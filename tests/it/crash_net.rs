@@ -252,6 +252,9 @@ const COMMANDS: &[&str] = &[
     "RATELIMIT.CONFIG lim",
     "RATELIMIT.AVAILABLE lim",
     "RATELIMIT.AVAILABLE lim CLIENT c1",
+    "RATELIMIT.PEEK lim",
+    "RATELIMIT.PEEK lim 2 CLIENT c1",
+    "RATELIMIT.PEEK lim 100",
     "RATELIMIT.RELEASE lim 1",
     "RATELIMIT.RELEASE lim 3 CLIENT c1",
     "RATELIMIT.RELEASE lim 4294967295",
@@ -372,6 +375,9 @@ fn every_command_on_every_state_keeps_the_server_up() {
                     failures.push(format!("'{state}' `{command}`: error inside a reply {e:?}"));
                 }
                 Ok(_) => {}
+            }
+            if command.starts_with("RATELIMIT.PEEK") && snapshot(&mut con) != before {
+                failures.push(format!("'{state}' `{command}` wrote"));
             }
         }
     }

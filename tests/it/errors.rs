@@ -93,6 +93,7 @@ fn wrong_arity_for_every_command() {
         ("RATELIMIT.CONFIG", "ratelimit.config"),
         ("RATELIMIT.CONFIG api extra", "ratelimit.config"),
         ("RATELIMIT.AVAILABLE", "ratelimit.available"),
+        ("RATELIMIT.PEEK", "ratelimit.peek"),
         ("RATELIMIT.RELEASE", "ratelimit.release"),
         ("RATELIMIT.RELEASE api", "ratelimit.release"),
         ("RATELIMIT.CANCEL", "ratelimit.cancel"),

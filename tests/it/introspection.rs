@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const COMMANDS: [&str; 17] = [
+const COMMANDS: [&str; 18] = [
     "ratelimit.setrate",
     "ratelimit.tryacquire",
     "ratelimit.acquire",
@@ -15,6 +15,7 @@ const COMMANDS: [&str; 17] = [
     "ratelimit.allowall",
     "ratelimit.config",
     "ratelimit.available",
+    "ratelimit.peek",
     "ratelimit.release",
     "ratelimit.cancel",
     "ratelimit.delete",
@@ -159,6 +160,10 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
         ),
         ("ratelimit.config", "key(key #0)"),
         ("ratelimit.available", "key(key #0) [CLIENT id(string)]"),
+        (
+            "ratelimit.peek",
+            "key(key #0) [permits(integer)] [CLIENT id(string)]",
+        ),
         (
             "ratelimit.release",
             "key(key #0) permits(integer) [CLIENT id(string)]",
@@ -330,6 +335,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("ratelimit.allow", -2, "write denyoom module", rw),
         ("ratelimit.config", 2, "readonly fast module", "RO access"),
         ("ratelimit.available", -2, "readonly module", "RO access"),
+        ("ratelimit.peek", -2, "readonly module", "RO access"),
         ("ratelimit.release", -3, "write denyoom module", rw),
         ("ratelimit.cancel", -3, "write module", rw),
         ("ratelimit.delete", -2, "write module", "RM delete"),
@@ -470,6 +476,7 @@ fn wrong_arity_is_rejected_by_the_server_before_the_module_runs() {
         ("ratelimit.config", "RATELIMIT.CONFIG"),
         ("ratelimit.config", "RATELIMIT.CONFIG k extra"),
         ("ratelimit.available", "RATELIMIT.AVAILABLE"),
+        ("ratelimit.peek", "RATELIMIT.PEEK"),
         ("ratelimit.release", "RATELIMIT.RELEASE k"),
         ("ratelimit.cancel", "RATELIMIT.CANCEL k"),
         ("ratelimit.delete", "RATELIMIT.DELETE"),

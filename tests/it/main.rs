@@ -31,6 +31,7 @@ mod names;
 mod observe;
 mod oom;
 mod operations;
+mod peek;
 mod per_client;
 mod persistence;
 mod precision;

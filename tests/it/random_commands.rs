@@ -289,6 +289,7 @@ enum Cmd {
     AllowAll,
     Config,
     Available,
+    Peek,
     Release,
     Cancel,
     Delete,
@@ -301,7 +302,7 @@ enum Cmd {
     Observe,
 }
 
-const WEIGHTS: [(Cmd, usize); 16] = [
+const WEIGHTS: [(Cmd, usize); 17] = [
     (Cmd::SetRate, 12),
     (Cmd::TryAcquire, 18),
     (Cmd::Acquire, 10),
@@ -309,6 +310,7 @@ const WEIGHTS: [(Cmd, usize); 16] = [
     (Cmd::AllowAll, 6),
     (Cmd::Config, 5),
     (Cmd::Available, 10),
+    (Cmd::Peek, 6),
     (Cmd::Release, 10),
     (Cmd::Cancel, 6),
     (Cmd::Delete, 4),
@@ -434,6 +436,7 @@ impl Gen<'_> {
             Cmd::AllowAll => b"RATELIMIT.ALLOWALL",
             Cmd::Config => b"RATELIMIT.CONFIG",
             Cmd::Available => b"RATELIMIT.AVAILABLE",
+            Cmd::Peek => b"RATELIMIT.PEEK",
             Cmd::Release => b"RATELIMIT.RELEASE",
             Cmd::Cancel => b"RATELIMIT.CANCEL",
             Cmd::Delete => b"RATELIMIT.DELETE",
@@ -540,6 +543,13 @@ impl Gen<'_> {
             }
             Cmd::Available | Cmd::Delete | Cmd::Persist => {
                 words.push(self.key());
+                self.client_option(&mut words);
+            }
+            Cmd::Peek => {
+                words.push(self.key());
+                if self.rng.one_in(2) {
+                    words.push(self.from(&[b"1", b"2", b"3", b"1000", b"0"]));
+                }
                 self.client_option(&mut words);
             }
             Cmd::Release => {
@@ -915,6 +925,13 @@ fn check_success(words: &[Vec<u8>], value: &Value) -> Option<String> {
             ("RATELIMIT.AVAILABLE", Value::Int(n)) => *n >= 0,
             ("RATELIMIT.ALLOW" | "RATELIMIT.ALLOWALL", Value::Array(fields)) => {
                 allow_reply_is_sane(fields, name == "RATELIMIT.ALLOWALL")
+            }
+            // ALLOW's five fields, then the wait until the oldest logged permit frees.
+            ("RATELIMIT.PEEK", Value::Array(fields)) => {
+                fields.len() == 12
+                    && allow_reply_is_sane(&fields[..10], false)
+                    && fields[10] == Value::BulkString(b"oldest_after".to_vec())
+                    && matches!(fields[11], Value::Int(n) if n >= 0)
             }
             ("RATELIMIT.RELEASE" | "RATELIMIT.CANCEL", Value::Int(n)) => *n >= 0,
             ("RATELIMIT.SETRATE" | "RATELIMIT.EXPIRE" | "RATELIMIT.PERSIST", Value::Int(n)) => {
