@@ -112,6 +112,9 @@ test: deps build deps-examples deps-shared
 	cargo test
 	$(MAKE) --no-print-directory test-redisson
 	$(MAKE) --no-print-directory test-java
+	$(MAKE) --no-print-directory test-node
+	$(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory test-python
 
 ## `cargo test` again with as many CPU-bound processes as cores (.ci/busy starts them and kills
 ## them after, also on failure): a test that needs an idle machine fails here.
@@ -282,6 +285,7 @@ dist: deps-dist deps-java
 	packaging/dist-java
 	packaging/dist-go
 	$(MAKE) --no-print-directory dist-node
+	$(MAKE) --no-print-directory dist-python
 	packaging/checksums target/dist
 
 dist-check: deps-dist
