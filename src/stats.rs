@@ -159,9 +159,10 @@ fn counters_info(info: &mut Info) {
 }
 
 /// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow
-/// group's line and `ratelimit_overflow_groups`.
+/// group's line and `ratelimit_overflow_groups`. Left out of a crash report: the groups are read
+/// under a lock the crashing code may hold.
 fn groups_info(info: &mut Info) {
-    if !info.section("groups") {
+    if info.for_crash_report() || !info.section("groups") {
         return;
     }
     info.count("counting", u64::from(observe::on()));

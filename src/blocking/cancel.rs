@@ -9,7 +9,7 @@ use super::{after_leaving, nudge, queued, take, unblock, Served};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::stats;
+use crate::stats::{self, Decision};
 use crate::store::LimiterKeys;
 use crate::tickets::{self, Fate};
 
@@ -43,7 +43,10 @@ pub fn cancel(
             // just now: it is told the wait hint, as when its TIMEOUT runs out.
             let queued = queued(&resolved).unwrap_or(0);
             let served = match resolved.wait_hint(removed.request.permits, queued, now) {
-                Ok(ms) => Served::Wait(ms),
+                Ok(ms) => {
+                    stats::decided(&removed.request.name, Decision::WaitEnded);
+                    Served::Wait(ms)
+                }
                 Err(e) => Served::Failed(e.to_string()),
             };
             unblock(removed.bc, served);

@@ -145,9 +145,9 @@ fn resolve<'c>(
             match tickets::fate(ticket, on.id(), now) {
                 Some(Fate::Granted { .. }) => return Ok(Err(RedisValue::Null)),
                 Some(Fate::Cancelled) => {
-                    stats::decided(request.key, Decision::Refused);
                     let queued = blocking::queued(on).unwrap_or(0);
                     let wait = on.wait_hint(request.permits, queued, now)?;
+                    stats::decided(request.key, Decision::Refused);
                     return Ok(Err(RedisValue::Integer(wait)));
                 }
                 None => {}

@@ -101,7 +101,13 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.tokens)
         .map_err(|e| Error::Message(e.message()))?;
     key.write(outcome.write);
-    crate::stats::decided(request.key, super::gcra_decision(&outcome));
+    super::count_gcra(
+        request.key,
+        request.tokens,
+        outcome.limited,
+        outcome.limit,
+        outcome.remaining,
+    );
     super::reply_integers(ctx, &outcome.reply());
     Ok(RedisValue::NoReply)
 }

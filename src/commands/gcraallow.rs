@@ -124,6 +124,16 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.take)
         .map_err(overflow)?;
     key.write(outcome.write);
+    let asked = match request.take {
+        Take::Exactly(n) | Take::AtMost(n) => n,
+    };
+    super::count_gcra(
+        request.key,
+        asked,
+        outcome.allowed == 0,
+        outcome.burst,
+        outcome.remaining,
+    );
     super::reply_integers(ctx, &outcome.reply());
     Ok(RedisValue::NoReply)
 }

@@ -206,16 +206,20 @@ impl ConfigOptions {
     }
 }
 
-/// What `INFO ratelimit` counts of a GCRA drop-in's call: limited is a refusal.
-pub(crate) fn gcra_decision(outcome: &crate::gcra::Outcome) -> crate::stats::Decision {
-    if outcome.limited {
-        crate::stats::Decision::Refused
-    } else {
-        crate::stats::Decision::Granted {
-            limit: outcome.limit,
-            remaining: outcome.remaining,
-        }
+/// Counts a GCRA drop-in's call in `INFO ratelimit`: limited is a refusal. A call that asks for
+/// no tokens (a peek, 0) or gives them back (negative) decides nothing and is not counted.
+pub(crate) fn count_gcra(key: &[u8], tokens: i64, limited: bool, limit: i64, remaining: i64) {
+    if tokens <= 0 {
+        return;
     }
+    crate::stats::decided(
+        key,
+        if limited {
+            crate::stats::Decision::Refused
+        } else {
+            crate::stats::Decision::Granted { limit, remaining }
+        },
+    );
 }
 
 /// An array of integers, replied straight into the client's buffer (the same in RESP2 and

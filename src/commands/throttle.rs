@@ -94,7 +94,13 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
         .call(tat, now, request.quantity)
         .map_err(throttle_error)?;
     key.write(outcome.write);
-    crate::stats::decided(request.key, super::gcra_decision(&outcome));
+    super::count_gcra(
+        request.key,
+        request.quantity,
+        outcome.limited,
+        outcome.limit,
+        outcome.remaining,
+    );
     super::reply_integers(ctx, &outcome.reply());
     Ok(RedisValue::NoReply)
 }

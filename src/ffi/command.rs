@@ -13,7 +13,6 @@ use redis_module::{raw, Context, RedisString, Status};
 pub(crate) type Handler =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
-/// Legacy key positions given at creation: first key, last key, step (0, 0, 0 for none).
 /// The server's handler (an `extern "C"` trampoline) for a command's `$run`, whose result
 /// `$reply` passes through before it is replied.
 macro_rules! handler {
@@ -32,6 +31,7 @@ macro_rules! handler {
 }
 pub(crate) use handler;
 
+/// Legacy key positions given at creation: first key, last key, step (0, 0, 0 for none).
 pub(crate) type KeyPositions = (c_int, c_int, c_int);
 
 /// Creates command `name` with its `flags` (`write deny-oom` ...) and legacy key positions.

@@ -13,6 +13,7 @@ pub(crate) trait Report {
 /// Writes sections and fields of the INFO reply being built.
 pub(crate) struct Info {
     ctx: *mut raw::RedisModuleInfoCtx,
+    for_crash_report: bool,
 }
 
 impl Info {
@@ -20,6 +21,12 @@ impl Info {
     /// another section): its fields are then left out.
     pub(crate) fn section(&mut self, name: &str) -> bool {
         raw::add_info_section(self.ctx, Some(name)) == raw::Status::Ok
+    }
+
+    /// Whether the server is writing its crash report: the module may be stopped anywhere, a
+    /// lock it holds included, so a report must take none.
+    pub(crate) fn for_crash_report(&self) -> bool {
+        self.for_crash_report
     }
 
     pub(crate) fn text(&mut self, name: &str, value: &str) {
@@ -40,8 +47,11 @@ impl Info {
     }
 }
 
-extern "C" fn trampoline<R: Report>(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    R::report(&mut Info { ctx });
+extern "C" fn trampoline<R: Report>(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
+    R::report(&mut Info {
+        ctx,
+        for_crash_report: for_crash_report != 0,
+    });
 }
 
 /// Registers `R` as the module's INFO callback, at load.

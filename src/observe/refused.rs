@@ -2,10 +2,11 @@
 //! windows kept (the one filling and the last full one). Pure: knows nothing of Redis.
 //!
 //! Space-Saving keeps `CAPACITY` counters. A name already counted adds one; a new name takes a
-//! free counter, or else replaces the smallest, inheriting its count plus one. So a reported
-//! count is never below the name's true count and exceeds it by at most the smallest counter,
-//! which is at most N / CAPACITY for N refusals counted; every name refused more than
-//! N / CAPACITY times is reported.
+//! free counter, or else replaces the smallest, inheriting its count plus one. So within one
+//! window a reported count is never below the name's true count and exceeds it by at most the
+//! smallest counter, which is at most N / CAPACITY for N refusals counted; every name refused
+//! more than N / CAPACITY times is reported. Two windows' counts are added: a name pushed out
+//! of one of them loses at most N / CAPACITY of it.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -174,6 +174,46 @@ fn every_deciding_command_counts_once() {
     assert_eq!(stat(&mut con, "timeouts"), 1);
 }
 
+/// A GCRA drop-in's call that asks for no tokens (a peek) or gives them back decides nothing:
+/// it is not counted. GCRAALLOW counts like the other two. A waiter ended by CANCEL is answered
+/// with the wait hint: a refusal of its group, as when its TIMEOUT runs out.
+#[test]
+fn peeks_and_give_backs_count_nothing_and_cancelled_waiters_count_as_refused() {
+    let (server, mut con) = started();
+    let base = counters(&mut con);
+    let _: Value = line(&mut con, "CL.THROTTLE cell:p:1 4 1 60 0").unwrap();
+    let _: Value = line(&mut con, "CL.THROTTLE cell:p:1 4 1 60 -1").unwrap();
+    let _: Value = line(&mut con, "RATELIMIT.GCRAALLOW go:p:1 5 1 60 TOKENS 0").unwrap();
+    let _: Value = line(&mut con, "RATELIMIT.GCRAALLOW go:p:1 5 1 60 TOKENS -1").unwrap();
+    let _: Value = line(&mut con, "RATELIMIT.GCRAALLOW go:p:1 5 1 60 ATMOST 0").unwrap();
+    assert_eq!(counters(&mut con), base, "peeks and give-backs");
+    assert!(stats_groups(&mut con).0.is_empty());
+    // GCRAALLOW: a burst of 1, so a grant (nothing left: near the limit) then a refusal.
+    let _: Value = line(&mut con, "RATELIMIT.GCRAALLOW go:p:1 1 1 60").unwrap();
+    let _: Value = line(&mut con, "RATELIMIT.GCRAALLOW go:p:1 1 1 60").unwrap();
+    let after = counters(&mut con);
+    assert_eq!((after.0 - base.0, after.1 - base.1), (1, 1));
+    assert_eq!(stats_groups(&mut con).0["go:p"], (1, 1, 1));
+
+    line::<i64>(&mut con, "RATELIMIT.SETRATE jobs:c:1 1 1000").unwrap();
+    let _: Value = line(&mut con, "RATELIMIT.ACQUIRE jobs:c:1").unwrap();
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE jobs:c:1 TICKET t-1");
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.CANCEL jobs:c:1 t-1").unwrap(),
+        0
+    );
+    let reply = served(waiter).reply;
+    assert!(matches!(reply, Reply::Wait(_)), "{reply:?}");
+    // The first ACQUIRE took the whole rate: a grant near the limit.
+    assert_eq!(stats_groups(&mut con).0["jobs:c"], (1, 1, 1));
+    let mut top = top_refused(&mut con, 10);
+    top.sort();
+    assert_eq!(
+        top,
+        vec![("go:p:1".to_string(), 1), ("jobs:c:1".to_string(), 1)]
+    );
+}
+
 #[test]
 fn transactions_and_scripts_count_what_they_decided() {
     let (_server, mut con) = started();
