@@ -17,6 +17,8 @@
 #   make test-redisson  the real Redisson RRateLimiter (Java) and the module on the same limiters
 #   make test-java  the Java library (java/): Redisson's RRateLimiter served by the module
 #   make bench-java  that library against Redisson's own limiter, from Java (java/README.md)
+#   make test-monitoring  the Prometheus rules (promtool) and the Grafana dashboard's queries
+#               through the real redis_exporter and Prometheus (monitoring/)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 
@@ -28,7 +30,8 @@ MODULE_RELEASE := target/release/libratelimit.so
 .PHONY: deps deps-run deps-java deps-examples deps-shared examples-toolchains build release run test test-redisson \
 	test-java bench-java bench-config-cache bench-stats test-busy \
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
-	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64
+	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64 \
+	deps-monitoring test-monitoring
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -279,7 +282,7 @@ lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 
-ci: deps lint test test-redis8 test-unstable test-valkey test-valkey9 test-redis72 test-redis74 \
+ci: deps lint test test-monitoring test-redis8 test-unstable test-valkey test-valkey9 test-redis72 test-redis74 \
 	test-aarch64 test-deb test-busy
 
 ## Builds the release module and benchmarks it against the Lua script and INCR on its own
@@ -310,6 +313,26 @@ bench-config-cache: release deps-examples
 	$(call install_missing,$(BENCH_NEEDS))
 	$(EXAMPLES_VENV)/bin/python bench/config_cache.py cg "$(REDIS_SERVER)" \
 		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"
+
+## The monitoring files (docs/observability.md#prometheus-and-grafana): promtool checks the scrape
+## job and the alerting rules and runs the rules' unit tests, then monitoring/test_e2e.py starts the debug module's redis-server, the real
+## redis_exporter with monitoring/ratelimit.lua as its script and a real Prometheus scraping it,
+## all on free loopback ports, and proves every query of the Grafana dashboard.
+##   promtool, prometheus  prometheus (Debian): the rules' checks and the scraping server
+##   redis_exporter        prometheus-redis-exporter (Debian)
+MONITORING_NEEDS := promtool=prometheus prometheus=prometheus \
+	prometheus-redis-exporter=prometheus-redis-exporter
+
+deps-monitoring:
+	$(call install_missing,$(MONITORING_NEEDS))
+
+test-monitoring: deps-run deps-monitoring build
+	@$(REDIS_SERVER) --version
+	promtool check config monitoring/prometheus.yml
+	promtool check rules monitoring/alerts.yml
+	promtool test rules monitoring/alerts_test.yml
+	python3 monitoring/test_e2e.py "$(REDIS_SERVER)" \
+		"$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")"
 
 clean:
 	cargo clean
