@@ -143,22 +143,32 @@ def dashboard_queries(window):
 
 # The traffic (the module's clock frozen: nothing refills). Phase one runs before the exporter
 # starts, so every series, the groups' too, has its first sample in the same scrape, taken before
-# phase two: rate() sees phase two's increase, extrapolated alike for every series.
+# phase two: rate() over a window from that scrape sees phase two's increase, and only that.
 #   api:user  limit 10: api:user:0 one grant (phase one); api:user:1 ten grants, the last two
 #             leaving at most a tenth (near limit), then 5 refusals.
 #   login     limit 2: login:bob one grant (phase one); login:alice two grants (the second near
 #             limit) and 8 refusals; login:carol limit 1: one grant (near) and 3 refusals.
+#   ünï       limit 1: ünï:1 one grant (phase one), one refusal: the script writes its bytes
+#             other than printable ASCII %XX (group `%C3%BCn%C3%AF`); no grant in phase two, so
+#             the shares leave it out.
 #   one error: TRYACQUIRE of a limiter never set.
-PHASE2 = {"api:user": dict(grants=10, refusals=5, near=2), "login": dict(grants=3, refusals=11, near=2)}
-ALL_GRANTS, ALL_REFUSALS, ALL_ERRORS = 13, 16, 1
-TOP = {"login:alice": 8, "api:user:1": 5, "login:carol": 3}
+UNI = "%C3%BCn%C3%AF"
+PHASE2 = {"api:user": dict(grants=10, refusals=5, near=2), "login": dict(grants=3, refusals=11, near=2),
+          UNI: dict(grants=0, refusals=1, near=0)}
+PHASE1_GRANTS = 3
+# Phase two's increase of the server-wide counters (INFO ratelimit_stats).
+ALL_GRANTS, ALL_REFUSALS, ALL_ERRORS = 13, 17, 1
+TOP = {"login:alice": 8, "api:user:1": 5, "login:carol": 3, UNI + ":1": 1}
 
 
 def drive_phase1(r):
-    for name, limit in (("api:user:0", 10), ("api:user:1", 10), ("login:bob", 2), ("login:alice", 2), ("login:carol", 1)):
+    limits = (("api:user:0", 10), ("api:user:1", 10), ("login:bob", 2), ("login:alice", 2), ("login:carol", 1),
+              ("ünï:1", 1))
+    for name, limit in limits:
         assert r.call("RATELIMIT.SETRATE", name, limit, 600000) == 1
     assert r.call("RATELIMIT.TRYACQUIRE", "api:user:0") is None
     assert r.call("RATELIMIT.TRYACQUIRE", "login:bob") is None
+    assert r.call("RATELIMIT.TRYACQUIRE", "ünï:1") is None
 
 
 def drive_phase2(r):
@@ -171,6 +181,7 @@ def drive_phase2(r):
     take("api:user:1", 10, 5)
     take("login:alice", 2, 8)
     take("login:carol", 1, 3)
+    take("ünï:1", 0, 1)
     assert isinstance(r.call("RATELIMIT.TRYACQUIRE", "never:set"), RedisError)
 
 
@@ -193,19 +204,20 @@ def check(prom, first, last):
         return results[(title, ref)]
 
     r = got("Refusals per rule")
-    assert set(r) == {labels(group="api:user"), labels(group="login"), labels(group="_overflow")}, r
+    assert set(r) == {labels(group=g) for g in PHASE2} | {labels(group="_overflow")}, r
     assert r[labels(group="_overflow")] == 0, r
     for g, c in PHASE2.items():
         assert close(r[labels(group=g)], c["refusals"] / seconds), (g, r, seconds)
 
     r = got("Share of calls refused, per rule")
-    assert set(r) == {labels(group="api:user"), labels(group="login")}, r
+    assert set(r) == {labels(group=g) for g in PHASE2}, r
     for g, c in PHASE2.items():
         assert close(r[labels(group=g)], c["refusals"] / (c["refusals"] + c["grants"])), (g, r)
 
     r = got("Near-limit share of grants, per rule")
-    assert set(r) == {labels(group="api:user"), labels(group="login")}, r
-    for g, c in PHASE2.items():
+    granted = {g: c for g, c in PHASE2.items() if c["grants"]}
+    assert set(r) == {labels(group=g) for g in granted} and UNI not in granted, r
+    for g, c in granted.items():
         assert close(r[labels(group=g)], c["near"] / c["grants"]), (g, r)
 
     title = "Grants and refusals, all limiters"
@@ -268,13 +280,14 @@ def main(redis_server, module):
             return prom_query(prom_port, expr)
 
         wait_until("the first scrape", lambda: value("ratelimit_group_grants_total"), {
-            labels(group="api:user"): 1.0, labels(group="login"): 1.0, labels(group="_overflow"): 0.0})
+            labels(group="api:user"): 1.0, labels(group="login"): 1.0, labels(group=UNI): 1.0,
+            labels(group="_overflow"): 0.0})
         drive_phase2(r)
         totals = "label_replace(ratelimit_acquired_total, 'counter', 'acquired', '', '')" \
             " or label_replace(ratelimit_refused_total, 'counter', 'refused', '', '')" \
             " or label_replace(ratelimit_errors_total, 'counter', 'errors', '', '')"
         wait_until("the traffic scraped", lambda: value(totals), {
-            labels(counter="acquired"): float(2 + ALL_GRANTS), labels(counter="refused"): float(ALL_REFUSALS),
+            labels(counter="acquired"): float(PHASE1_GRANTS + ALL_GRANTS), labels(counter="refused"): float(ALL_REFUSALS),
             labels(counter="errors"): float(ALL_ERRORS)})
         # The rules load in the real Prometheus too, and none fires on this traffic yet (for: 5m).
         rules = json.load(urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/rules", timeout=30))
