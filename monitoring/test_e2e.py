@@ -10,7 +10,8 @@ Usage: test_e2e.py REDIS_SERVER MODULE_SO   (make test-monitoring). Python 3 sta
 Rates are checked exactly: every series has its first sample in the exporter's first scrape
 (before the traffic), and the queries run at the time of a scrape after the traffic with the rate
 window ($__rate_interval) set to span exactly from that first scrape, so rate() extrapolates
-nothing and is the increase divided by the window. Waits poll until what they wait for is seen,
+nothing and is the increase divided by the window (a range includes both its ends in Prometheus
+2, Debian's 2.42; Prometheus 3 leaves out the start). Waits poll until what they wait for is seen,
 up to a generous cap; nothing here asserts how long anything takes.
 """
 import json
