@@ -23,6 +23,8 @@
 #   make bench-go  that package against go-redis/redis_rate's script, on Redis 7.0 and Valkey 9
 #   make dist-go  the Go module's source zip and tarball in target/dist/ (make dist makes them too)
 #   make dist-python, test-python, test-python-valkey9, bench-python  the limits storage (python/)
+#   make test-monitoring  the Prometheus rules (promtool) and the Grafana dashboard's queries
+#               through the real redis_exporter and Prometheus (monitoring/)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 #   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
@@ -40,7 +42,8 @@ MODULE_RELEASE := target/release/libratelimit.so
 	test-valkey test-redis8 test-unstable test-valkey9 test-redis72 test-redis74 lint ci clean bench \
 	deps-dist deps-aarch64 deps-deb dist dist-check deb test-deb test-aarch64 \
 	deps-node test-node test-node-valkey9 dist-node bench-node \
-	test-go bench-go dist-go
+	test-go bench-go dist-go \
+	deps-monitoring test-monitoring
 
 ## What the build, `make run` and the tests run, as tool=package pairs: apt installs the package
 ## only when the tool is missing (`libclang` stands for the library bindgen loads, found by file).
@@ -115,6 +118,7 @@ test: deps build deps-examples deps-shared
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-monitoring
 
 ## `cargo test` again with as many CPU-bound processes as cores (.ci/busy starts them and kills
 ## them after, also on failure): a test that needs an idle machine fails here.
@@ -343,6 +347,26 @@ bench-config-cache: release deps-examples
 	$(call install_missing,$(BENCH_NEEDS))
 	$(EXAMPLES_VENV)/bin/python bench/config_cache.py cg "$(REDIS_SERVER)" \
 		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"
+
+## The monitoring files (docs/observability.md#prometheus-and-grafana): promtool checks the scrape
+## job and the alerting rules and runs the rules' unit tests, then monitoring/test_e2e.py starts the debug module's redis-server, the real
+## redis_exporter with monitoring/ratelimit.lua as its script and a real Prometheus scraping it,
+## all on free loopback ports, and proves every query of the Grafana dashboard.
+##   promtool, prometheus  prometheus (Debian): the rules' checks and the scraping server
+##   redis_exporter        prometheus-redis-exporter (Debian)
+MONITORING_NEEDS := promtool=prometheus prometheus=prometheus \
+	prometheus-redis-exporter=prometheus-redis-exporter
+
+deps-monitoring:
+	$(call install_missing,$(MONITORING_NEEDS))
+
+test-monitoring: deps-run deps-monitoring build
+	@$(REDIS_SERVER) --version
+	promtool check config monitoring/prometheus.yml
+	promtool check rules monitoring/alerts.yml
+	promtool test rules monitoring/alerts_test.yml
+	python3 monitoring/test_e2e.py "$(REDIS_SERVER)" \
+		"$$(realpath "$${CARGO_TARGET_DIR:-target}/debug/libratelimit.so")"
 
 clean:
 	cargo clean
