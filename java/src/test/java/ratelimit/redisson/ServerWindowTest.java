@@ -40,7 +40,10 @@ class ServerWindowTest extends ModuleTestBase {
             long permits = (m[n - 4] & 0xffL) | (m[n - 3] & 0xffL) << 8 | (m[n - 2] & 0xffL) << 16
                     | (m[n - 1] & 0xffL) << 24;
             long at = (long) Double.parseDouble(new String((byte[]) flat.get(i + 1)));
-            entries.put(java.util.HexFormat.of().formatHex(m), new Entry(at, permits));
+            // Keyed by the entry's id (the member less its permits) and its score: a grant merged
+            // into the entry of its millisecond updates it, and an expired entry recycled for a new
+            // grant (the same id at a later score) is another grant.
+            entries.put(java.util.HexFormat.of().formatHex(m, 0, n - 4) + "@" + at, new Entry(at, permits));
         }
         return entries;
     }
@@ -103,6 +106,8 @@ class ServerWindowTest extends ModuleTestBase {
             seen.putAll(log(permitsKey("test")));
             advance(50);
         }
+        // The grants made after the last read, before the last caller left.
+        seen.putAll(log(permitsKey("test")));
         assertEquals(0, errors.get());
         long total = seen.values().stream().mapToLong(Entry::permits).sum();
         assertEquals(granted.get(), total, "every grant read from the log");
