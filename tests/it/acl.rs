@@ -504,6 +504,8 @@ fn commands_are_in_their_acl_categories_where_the_server_has_them() {
         ("cl.throttle", "@write @fast"),
         ("gcra", "@write @fast"),
         ("ratelimit.gcraallow", "@write @fast"),
+        ("ratelimit.stats", "@read @fast"),
+        ("ratelimit.toprefused", "@read @slow"),
     ];
     for (name, usual) in expected {
         let info: Vec<Vec<Value>> = line(&mut con, &format!("COMMAND INFO {name}")).unwrap();
