@@ -42,6 +42,11 @@ import org.slf4j.LoggerFactory;
  * server remembers the tickets in memory: after a failover, a grant of the old master is not
  * found by CANCEL either, with the same outcome.
  * </ul>
+ *
+ * <p>A caller beyond the client's bound on waits in the server waits in the JVM ({@link WaitGate})
+ * and sends its ACQUIRE when it gets a slot; meanwhile, as the first of its limiter's callers
+ * there, it asks its limiter with RATELIMIT.TRYACQUIRE ({@link #ask}), and when its timeout runs
+ * out there it is answered by one last ask, never refused unasked.
  */
 final class Acquisition implements WaitGate.Waiter {
     private static final Logger LOG = LoggerFactory.getLogger(NativeRateLimiter.class);
@@ -63,6 +68,8 @@ final class Acquisition implements WaitGate.Waiter {
     private volatile boolean serverEnded;
     /** The client's gate: this wait holds one of its slots from its first send to its last reply. */
     private final WaitGate gate;
+    /** The next ask, when a refused ask's hint runs out while this caller is still queued in the JVM. */
+    private volatile Timeout askAgain;
 
     /** The TIMEOUT argument, written as what is left of the caller's timeout when it is sent. */
     private final Object timeoutArgument = new Object() {
@@ -98,16 +105,99 @@ final class Acquisition implements WaitGate.Waiter {
                     new RedisResponseTimeoutException("no reply to RATELIMIT.ACQUIRE within its timeout ("
                             + timeoutMs + " ms) plus the response timeout")), grace, TimeUnit.MILLISECONDS);
             acquisition.result.whenComplete((acquired, error) -> guard.cancel());
-            // A caller still queued in the JVM when its timeout runs out: false, nothing was sent.
-            Timeout deadline = limiter.executor().getServiceManager().newTimeout(t -> {
-                if (acquisition.gate.withdraw(acquisition)) {
-                    acquisition.result.complete(false);
-                }
-            }, timeoutMs, TimeUnit.MILLISECONDS);
+            // A caller still queued in the JVM when its timeout runs out sends no ACQUIRE: its line
+            // asks its limiter (TRYACQUIRE) once more, in order, and that answer is the caller's.
+            Timeout deadline = limiter.executor().getServiceManager().newTimeout(
+                    t -> acquisition.gate.due(acquisition), timeoutMs, TimeUnit.MILLISECONDS);
             acquisition.result.whenComplete((acquired, error) -> deadline.cancel());
         }
+        acquisition.result.whenComplete((acquired, error) -> {
+            Timeout again = acquisition.askAgain;
+            if (again != null) {
+                again.cancel();
+            }
+        });
         acquisition.gate.enter(acquisition);
         return acquisition.result;
+    }
+
+    @Override
+    public Object line() {
+        return limiter.getName();
+    }
+
+    /**
+     * Queued in the JVM, first of its limiter's callers: asks the limiter once without waiting
+     * (RATELIMIT.TRYACQUIRE holds no connection beyond its round trip), so a limiter with permits
+     * free is not kept waiting behind other limiters' waits in the server.
+     */
+    @Override
+    public void ask() {
+        String key = limiter.getName();
+        RFuture<Long> answer = limiter.executor().writeAsync(key, StringCodec.INSTANCE, Commands.TRYACQUIRE_HINT,
+                key, permits, "CLIENT", limiter.clientId());
+        answer.whenComplete(this::answered);
+    }
+
+    private void answered(Long hint, Throwable error) {
+        if (error != null) {
+            gate.abandon(this);
+            Throwable cause = ModuleSupport.unwrap(error);
+            if (ModuleSupport.isUnknownCommand(cause)) {
+                limiter.module().missing(cause);
+                if (!result.isDone()) {
+                    fallBack();
+                }
+                return;
+            }
+            serverEnded = true; // no ACQUIRE was sent: nothing to cancel
+            result.completeExceptionally(cause); // as tryAcquire() would throw it
+            return;
+        }
+        limiter.module().found();
+        boolean granted = hint == null;
+        switch (gate.answered(this, granted)) {
+            case GRANTED:
+                if (!result.complete(true)) {
+                    lostGrant();
+                }
+                break;
+            case SEND:
+                admitted();
+                break;
+            case WAIT:
+                // Asked again when the server says the permits are free (unless a slot comes first).
+                askAgain = limiter.executor().getServiceManager().newTimeout(t -> gate.askAgain(this),
+                        Math.max(1, hint), TimeUnit.MILLISECONDS);
+                if (result.isDone()) {
+                    askAgain.cancel();
+                }
+                break;
+            case REFUSED:
+                result.complete(false);
+                break;
+            default: // GONE: the caller gave up while its ask was on its way
+                if (granted) {
+                    lostGrant();
+                }
+                break;
+        }
+    }
+
+    /**
+     * A TRYACQUIRE carries no ticket: what it granted to a caller who gave up while it was on its
+     * way cannot be given back exactly (RELEASE removes the newest entries, not this one), so it
+     * stays logged until it leaves the window: the limiter admits less, never more.
+     */
+    private void lostGrant() {
+        LOG.debug("{} permit(s) of {} granted as their caller gave up: they stay taken until they leave the window",
+                permits, limiter.getName());
+    }
+
+    /** Its timeout ran out in the JVM's queue and its limiter refused a caller of its ahead of it. */
+    @Override
+    public void refusedInLine() {
+        result.complete(false);
     }
 
     /**
@@ -118,16 +208,16 @@ final class Acquisition implements WaitGate.Waiter {
     @Override
     public void admitted() {
         if (result.isDone()) {
-            gate.leave();
+            gate.leave(this);
             return;
         }
         if (timeoutMs >= 0 && deadlineNanos - System.nanoTime() <= 0) {
-            gate.leave();
+            gate.leave(this);
             result.complete(false);
             return;
         }
         if (!limiter.module().useModule()) {
-            gate.leave();
+            gate.leave(this);
             fallBack();
             return;
         }
@@ -162,7 +252,7 @@ final class Acquisition implements WaitGate.Waiter {
      */
     private void giveUp() {
         if (gate.withdraw(this)) {
-            return; // still queued in the JVM: it sent nothing
+            return; // still queued in the JVM: it sent no ACQUIRE
         }
         if (nothingToCancel) {
             cancelInFlight();
@@ -276,7 +366,7 @@ final class Acquisition implements WaitGate.Waiter {
                 send(); // a wait hint to acquire() (CLIENT UNBLOCK): it waits until it has its permits
                 return;
             }
-            gate.leave();
+            gate.leave(Acquisition.this);
             if (error != null) {
                 Throwable cause = ModuleSupport.unwrap(error);
                 if (!result.isDone() && ModuleSupport.isUnknownCommand(cause)) {

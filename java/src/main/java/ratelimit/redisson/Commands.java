@@ -32,6 +32,9 @@ final class Commands {
         }
     });
 
+    /** TRYACQUIRE's reply as it is: nil (acquired) or the ms until the permits are free (refused). */
+    static final RedisCommand<Long> TRYACQUIRE_HINT = new RedisCommand<>("RATELIMIT.TRYACQUIRE");
+
     static final RedisCommand<Long> AVAILABLE = new RedisCommand<>("RATELIMIT.AVAILABLE");
 
     /** RELEASE's count of permits released; RRateLimiter.release returns nothing. */

@@ -61,7 +61,10 @@ public final class NativeRateLimiters {
      * connection, in the order they came, and go to the server as waits there end. The default
      * is a quarter of the client's connection pool per master ({@code connectionPoolSize}, or
      * {@code masterConnectionPoolSize}), at least 1: 16 of Redisson's default 64. The bound is
-     * per client, over all its limiters and, on a cluster, all its masters.
+     * per client, over all its limiters and, on a cluster, all its masters. A caller queued in
+     * the JVM whose limiter has no caller in the server asks it with RATELIMIT.TRYACQUIRE (the
+     * first of its callers there only, so none overtakes another), and is granted at once if it
+     * has permits free; a timeout that runs out in the JVM ends with such an ask.
      *
      * @throws IllegalArgumentException if {@code maxWaits} is less than 1
      */

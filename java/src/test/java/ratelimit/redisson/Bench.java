@@ -26,7 +26,9 @@ import org.redisson.config.Config;
  * from the window, and when another client releases one;
  * <li>1, 200 and 2 000 threads looping in {@code acquire()} on one limiter of a client with
  * Redisson's default configuration: the grants, the server commands each cost, and the latency
- * and errors of the client's other calls meanwhile (one GET every 5 ms).
+ * and errors of the client's other calls meanwhile (one GET every 5 ms);
+ * <li>with 200 threads in acquire() on one limiter, how long {@code tryAcquire(1, 5 s)} takes on
+ * another limiter of the same client whose permits are free.
  * </ul>
  * Arguments: {@code --quick} for a short run.
  */
@@ -101,6 +103,12 @@ public final class Bench {
                     waitersRow(raw, client, n + (nativeSide ? ", native" : ", Redisson's own"), n, nativeSide, millis);
                 }
             }
+            System.out.println();
+            System.out.printf("%-34s %9s %9s %9s %9s %11s%n",
+                    "tryAcquire(5 s) on another limiter", "calls", "p50 ms", "p99 ms", "false", "TRYACQUIRE/call");
+            for (boolean nativeSide : new boolean[] {true, false}) {
+                otherLimiterRow(raw, client, nativeSide, millis);
+            }
         } finally {
             client.shutdown();
         }
@@ -168,6 +176,78 @@ public final class Bench {
                 getErrors, waiterErrors.get());
         // The callers interrupted: their waits leave the server, and Redisson's own polling (which
         // an interrupt does not always stop at once) ends, before the next row starts.
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        WaitGate gate = NativeRateLimiters.gate(client);
+        double calls = -1;
+        while (System.nanoTime() < deadline) {
+            double now = stat(raw, commands)[0];
+            if (now == calls && raw.blockedClients() == 0 && gate.inServer() == 0 && gate.queued() == 0) {
+                break;
+            }
+            calls = now;
+            Thread.sleep(500);
+        }
+    }
+
+    /**
+     * 200 threads loop in acquire() on limiter a (100 permits a second) while one thread calls
+     * tryAcquire(1, 5 s) every 5 ms on limiter b of the same client, whose permits are always free:
+     * how long b's callers take, and how many are refused. The native callers of a fill the
+     * client's bound on waits in the server (16), the rest wait in the JVM.
+     */
+    private static void otherLimiterRow(Raw raw, RedissonClient client, boolean nativeSide, long millis)
+            throws Exception {
+        String side = nativeSide ? "native" : "Redisson's own";
+        RRateLimiter a = nativeSide ? NativeRateLimiters.get(client, "busy:" + side) : client.getRateLimiter("busy:" + side);
+        a.trySetRate(RateType.OVERALL, 100, Duration.ofSeconds(1));
+        RRateLimiter b = nativeSide ? NativeRateLimiters.get(client, "free:" + side) : client.getRateLimiter("free:" + side);
+        b.trySetRate(RateType.OVERALL, 1_000_000, Duration.ofSeconds(1));
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            Thread t = new Thread(() -> {
+                while (!stop.get()) {
+                    try {
+                        a.acquire();
+                    } catch (RuntimeException e) {
+                        if (stop.get()) {
+                            return;
+                        }
+                    }
+                }
+            });
+            t.start();
+            threads.add(t);
+        }
+        Thread.sleep(500); // the 200 callers of a waiting
+        String[] commands = {"eval", "evalsha", "ratelimit.acquire", "ratelimit.tryacquire"};
+        double tries = stat(raw, "ratelimit.tryacquire")[0];
+        List<Long> latencies = new ArrayList<>();
+        long refused = 0;
+        long started = System.nanoTime();
+        while (System.nanoTime() - started < millis * 1_000_000L) {
+            long t0 = System.nanoTime();
+            if (!b.tryAcquire(1, Duration.ofSeconds(5))) {
+                refused++;
+            }
+            latencies.add(System.nanoTime() - t0);
+            Thread.sleep(5);
+        }
+        stop.set(true);
+        for (Thread t : threads) {
+            t.interrupt();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        latencies.sort(Long::compare);
+        // The native callers of a send ACQUIRE only (their limiter always waits in the server), so
+        // the TRYACQUIREs are b's asks; Redisson's own callers of a and b both run its script.
+        double asks = (stat(raw, "ratelimit.tryacquire")[0] - tries) / latencies.size();
+        System.out.printf(Locale.ROOT, "%-34s %9d %9.1f %9.1f %9d %11s%n", "200 waiting on a, " + side,
+                latencies.size(), latencies.get(latencies.size() / 2) / 1e6,
+                latencies.get((int) (latencies.size() * 0.99)) / 1e6, refused,
+                nativeSide ? String.format(Locale.ROOT, "%.2f", asks) : "-");
         long deadline = System.nanoTime() + 60_000_000_000L;
         WaitGate gate = NativeRateLimiters.gate(client);
         double calls = -1;

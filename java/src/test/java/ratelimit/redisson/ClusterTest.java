@@ -212,7 +212,9 @@ class ClusterTest {
             List<RFuture<Void>> waiters = new ArrayList<>();
             for (int j = 0; j < 6; j++) {
                 RRateLimiter l = NativeRateLimiters.get(client, "bound:" + j);
-                assertTrue(l.trySetRate(RateType.OVERALL, 1, Duration.ofSeconds(1)));
+                // An hour's permit: the asks of the callers queued in the JVM (refused, the clock
+                // frozen) come again only in an hour, so each caller goes to the server by ACQUIRE.
+                assertTrue(l.trySetRate(RateType.OVERALL, 1, Duration.ofHours(1)));
                 assertTrue(l.tryAcquire());
                 waiters.add(l.acquireAsync());
             }
@@ -223,7 +225,7 @@ class ClusterTest {
                 assertEquals("v", client.getBucket("other:" + i).get());
             }
             for (Raw node : nodes) {
-                node.rl("DEBUG", "ADVANCE", 1000);
+                node.rl("DEBUG", "ADVANCE", 3_600_000);
             }
             for (RFuture<Void> w : waiters) {
                 w.toCompletableFuture().get(60, TimeUnit.SECONDS);

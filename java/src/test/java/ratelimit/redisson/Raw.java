@@ -17,13 +17,17 @@ import org.redisson.client.protocol.RedisCommand;
 final class Raw implements AutoCloseable {
     /** One event loop, timer and resolver for every plain connection of the run. */
     private static final class Shared {
-        final io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2);
+        // Daemon threads: never shut down, they must not keep a JVM alive (make bench-java's
+        // exec:java waits for every other thread to end).
+        final io.netty.channel.EventLoopGroup group = new io.netty.channel.nio.NioEventLoopGroup(2,
+                new io.netty.util.concurrent.DefaultThreadFactory("raw", true));
         final java.util.concurrent.ExecutorService executor = java.util.concurrent.Executors.newCachedThreadPool(r -> {
             Thread t = new Thread(r, "raw-connection");
             t.setDaemon(true);
             return t;
         });
-        final io.netty.util.HashedWheelTimer timer = new io.netty.util.HashedWheelTimer();
+        final io.netty.util.HashedWheelTimer timer = new io.netty.util.HashedWheelTimer(
+                new io.netty.util.concurrent.DefaultThreadFactory("raw-timer", true));
         final io.netty.resolver.dns.DnsAddressResolverGroup resolver = new io.netty.resolver.dns.DnsAddressResolverGroup(
                 io.netty.channel.socket.nio.NioDatagramChannel.class,
                 io.netty.resolver.dns.DnsServerAddressStreamProviders.platformDefault());

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -22,6 +23,7 @@ import org.redisson.api.RBucket;
 import org.redisson.api.RFuture;
 import org.redisson.api.RRateLimiter;
 import org.redisson.api.RRateLimiterReactive;
+import org.redisson.api.RRateLimiterRx;
 import org.redisson.api.RateType;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.RedisException;
@@ -266,7 +268,8 @@ class WaitersTest extends ModuleTestBase {
 
     /**
      * Callers queued in the JVM who give up (a cancelled future, an interrupted thread, a timeout
-     * that runs out in the queue) send nothing: no ACQUIRE, no CANCEL, nothing taken.
+     * that runs out in the queue) send no ACQUIRE and no CANCEL, and take nothing. The timeout
+     * ends with one ask of the limiter, which the server refuses: its waiters go first.
      */
     @Test
     void callersWhoGiveUpInTheJvmQueueSendNothing() throws Exception {
@@ -279,6 +282,7 @@ class WaitersTest extends ModuleTestBase {
         WaitGate gate = NativeRateLimiters.gate(redisson);
         long acquires = raw.calls("ratelimit.acquire");
         long cancels = raw.calls("ratelimit.cancel");
+        long tries = raw.calls("ratelimit.tryacquire");
 
         RFuture<Void> cancelled = l.acquireAsync();
         AtomicReference<Throwable> thrown = new AtomicReference<>();
@@ -291,8 +295,9 @@ class WaitersTest extends ModuleTestBase {
         });
         interrupted.start();
         await("two queued", () -> gate.queued() == 2);
-        // Its timeout runs out while it is still queued: false, and nothing was sent for it.
+        // Its timeout runs out while it is still queued: its line asks once, refused, and no ACQUIRE.
         assertFalse(l.tryAcquire(1, Duration.ofMillis(200)));
+        assertEquals(tries + 1, raw.calls("ratelimit.tryacquire"), "one ask at its timeout");
         assertTrue(cancelled.cancel(true));
         interrupted.interrupt();
         interrupted.join(60_000);
@@ -394,5 +399,155 @@ class WaitersTest extends ModuleTestBase {
         advance(1000);
         await("all 200 served", () -> done.get() == 200);
         assertEquals(200, logged(permitsKey("reactive")), "one permit per subscriber (the first ones expired)");
+    }
+    /**
+     * Limiter {@code name}: 1 permit every two hours, taken, and the client's 4 slots all held by
+     * waits on it (the clock frozen: they end only when the test cancels them).
+     */
+    private static List<RFuture<Void>> fillTheBoundWithWaitsOn(String name) {
+        freezeClock();
+        RRateLimiter a = NativeRateLimiters.get(redisson, name);
+        assertTrue(a.trySetRate(RateType.OVERALL, 1, Duration.ofHours(2)));
+        assertTrue(a.tryAcquire());
+        List<RFuture<Void>> waits = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            waits.add(a.acquireAsync());
+            awaitBlocked(i + 1);
+        }
+        assertEquals(4, NativeRateLimiters.gate(redisson).inServer());
+        return waits;
+    }
+
+    /** Limiter {@code name} of {@code rate} permits an hour, {@code taken} of them taken. */
+    private static RRateLimiter hourly(String name, int rate, int taken) {
+        RRateLimiter l = NativeRateLimiters.get(redisson, name);
+        assertTrue(l.trySetRate(RateType.OVERALL, rate, Duration.ofHours(1)));
+        if (taken > 0) {
+            assertTrue(l.tryAcquire(taken));
+        }
+        return l;
+    }
+
+    private static void endWaits(List<? extends RFuture<?>> waits) {
+        for (RFuture<?> f : waits) {
+            f.cancel(false);
+        }
+        awaitBlocked(0);
+        WaitGate gate = NativeRateLimiters.gate(redisson);
+        await("the gate empty", () -> gate.inServer() == 0 && gate.queued() == 0 && gate.asksOnTheirWay() == 0);
+    }
+
+    /**
+     * The bound full of waits on limiter a: callers of limiter b, which has permits free, are
+     * granted at once (one TRYACQUIRE each, no ACQUIRE), not kept in the JVM behind a's waits.
+     * Once b is exhausted, its next caller asks, is refused and waits in the JVM, and a later
+     * caller of b does not overtake it: it does not ask, and they go to the server in the order
+     * they came.
+     */
+    @Test
+    void aLimiterWithPermitsFreeIsNotKeptBehindOtherLimitersWaits() throws Exception {
+        List<RFuture<Void>> aWaits = fillTheBoundWithWaitsOn("a");
+        WaitGate gate = NativeRateLimiters.gate(redisson);
+        RRateLimiter b = hourly("b", 3, 1);
+        long tries = raw.calls("ratelimit.tryacquire");
+        long acquires = raw.calls("ratelimit.acquire");
+        long asks = gate.asks();
+
+        RFuture<Boolean> first = b.tryAcquireAsync(1, Duration.ofMinutes(10));
+        await("b's first caller answered while a's waits fill the bound", first::isDone);
+        assertTrue(first.toCompletableFuture().get());
+        RFuture<Void> second = b.acquireAsync();
+        await("b's second caller answered while a's waits fill the bound", second::isDone);
+        second.toCompletableFuture().get();
+        assertEquals(tries + 2, raw.calls("ratelimit.tryacquire"), "one ask each");
+        assertEquals(acquires, raw.calls("ratelimit.acquire"), "neither waited in the server");
+        assertEquals(3, logged(permitsKey("b")));
+        assertEquals(4, raw.blockedClients(), "a's waits still hold the bound");
+
+        List<Integer> order = Collections.synchronizedList(new ArrayList<>());
+        RFuture<Boolean> third = b.tryAcquireAsync(1, Duration.ofMinutes(10));
+        third.whenComplete((ok, e) -> order.add(e == null && ok ? 3 : -3));
+        await("the third caller's ask answered", () -> gate.asks() == asks + 3 && gate.asksOnTheirWay() == 0);
+        assertEquals(tries + 3, raw.calls("ratelimit.tryacquire"));
+        assertFalse(third.isDone(), "b is exhausted: refused, its caller waits");
+        assertEquals(1, gate.queued());
+        RFuture<Void> fourth = b.acquireAsync();
+        fourth.whenComplete((ok, e) -> order.add(e == null ? 4 : -4));
+        assertEquals(asks + 3, gate.asks(), "a later caller of b asked while an earlier one waits in the JVM");
+        assertEquals(2, gate.queued());
+
+        // An hour on: b's permits are free, a's not. a's waits still hold the bound: b's callers wait.
+        advance(3_600_000);
+        assertEquals(tries + 3, raw.calls("ratelimit.tryacquire"));
+        // a's first wait ends: its slot goes to b's third caller, then to the fourth, in order.
+        aWaits.get(0).cancel(false);
+        await("b's callers served", () -> third.isDone() && fourth.isDone());
+        assertEquals(List.of(3, 4), new ArrayList<>(order));
+        assertEquals(acquires + 2, raw.calls("ratelimit.acquire"), "an ACQUIRE each, on a's freed slot");
+        endWaits(aWaits);
+    }
+
+    /**
+     * A timed tryAcquire whose timeout runs out in the JVM's queue is answered by its limiter,
+     * never refused unasked: its line asks in order, from its first caller to it.
+     */
+    @Test
+    void aTimeoutInTheJvmQueueEndsWithAnAskOfItsLimiter() throws Exception {
+        List<RFuture<Void>> aWaits = fillTheBoundWithWaitsOn("a");
+        WaitGate gate = NativeRateLimiters.gate(redisson);
+        RRateLimiter b = hourly("b", 2, 2);
+        long tries = raw.calls("ratelimit.tryacquire");
+        long acquires = raw.calls("ratelimit.acquire");
+
+        // b exhausted: asked when it queued, and again when its timeout ran out (once, if the first
+        // answer came only after the timeout).
+        assertFalse(b.tryAcquire(1, Duration.ofMillis(50)));
+        long asked = raw.calls("ratelimit.tryacquire") - tries;
+        assertTrue(asked == 1 || asked == 2, "asked " + asked + " times");
+
+        // A caller of b asks, is refused and waits in the JVM; then b's permits free (it does not know).
+        long before = raw.calls("ratelimit.tryacquire");
+        RFuture<Void> head = b.acquireAsync();
+        await("the head's ask answered", () -> raw.calls("ratelimit.tryacquire") == before + 1
+                && gate.asksOnTheirWay() == 0);
+        assertFalse(head.isDone());
+        advance(3_600_000);
+        // A timed caller behind it: when its timeout runs out, the head asks (granted), then it.
+        assertTrue(b.tryAcquire(1, Duration.ofMillis(50)), "b had permits free at its timeout");
+        await("the head granted in its turn", head::isDone);
+        head.toCompletableFuture().get();
+        assertEquals(before + 3, raw.calls("ratelimit.tryacquire"), "the head's ask, then each of the two in turn");
+        assertEquals(0L, b.availablePermits());
+
+        // b exhausted again: the head of its line is refused at the timed caller's timeout, and so is it.
+        long again = raw.calls("ratelimit.tryacquire");
+        RFuture<Void> head2 = b.acquireAsync();
+        await("the second head's ask answered", () -> raw.calls("ratelimit.tryacquire") == again + 1
+                && gate.asksOnTheirWay() == 0);
+        assertFalse(b.tryAcquire(1, Duration.ofMillis(50)));
+        assertEquals(again + 2, raw.calls("ratelimit.tryacquire"), "its line asked once more");
+        assertFalse(head2.isDone());
+        assertEquals(acquires, raw.calls("ratelimit.acquire"), "no caller of b got a slot");
+        aWaits.add(head2);
+        endWaits(aWaits);
+    }
+
+    /** The Reactor and RxJava objects go the same way: b's permits free, granted past a's waits. */
+    @Test
+    void reactiveAndRxCallersAskTheirLimiterToo() {
+        List<RFuture<Void>> aWaits = fillTheBoundWithWaitsOn("a");
+        hourly("b", 4, 0);
+        long acquires = raw.calls("ratelimit.acquire");
+        RRateLimiterReactive reactive = NativeRateLimiters.reactive(redisson, "b");
+        AtomicInteger granted = new AtomicInteger();
+        reactive.tryAcquire(1, Duration.ofMinutes(10)).subscribe(ok -> granted.addAndGet(ok ? 1 : 100));
+        reactive.acquire().doOnSuccess(v -> granted.incrementAndGet()).subscribe();
+        RRateLimiterRx rx = NativeRateLimiters.rxJava(redisson, "b");
+        rx.tryAcquire(1, Duration.ofMinutes(10)).subscribe(ok -> granted.addAndGet(ok ? 1 : 100));
+        rx.acquire().subscribe(granted::incrementAndGet);
+        await("four callers of b granted while a's waits fill the bound", () -> granted.get() == 4);
+        assertEquals(acquires, raw.calls("ratelimit.acquire"));
+        assertEquals(4, logged(permitsKey("b")));
+        endWaits(aWaits);
     }
 }
