@@ -118,6 +118,7 @@ pub const MODE: Arg = Arg::new(
     ArgType::OneOf(&[
         Arg::token(c"overall", c"OVERALL"),
         Arg::token(c"per_client", c"PER_CLIENT"),
+        Arg::token(c"onekey", c"ONEKEY"),
     ]),
 )
 .optional();
