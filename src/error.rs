@@ -129,17 +129,19 @@ impl fmt::Display for Error {
                 "WRONGTYPE key '{}' holds a string that is not a ONEKEY rate limiter",
                 Printable(key)
             ),
-            Error::FormChange { key, one_key } => write!(
-                f,
-                "ERR limiter '{}' is {}: SETRATE keeps a limiter's form (RATELIMIT.DELETE it \
-                 first to create it anew)",
-                Printable(key),
-                if *one_key {
-                    "a ONEKEY limiter"
+            Error::FormChange { key, one_key } => {
+                let (form, option) = if *one_key {
+                    ("a ONEKEY limiter", "with ONEKEY")
                 } else {
-                    "a three-key (Redisson) limiter"
-                }
-            ),
+                    ("a three-key (Redisson) limiter", "without ONEKEY")
+                };
+                write!(
+                    f,
+                    "ERR limiter '{}' is {form}: reconfigure it {option}, or RATELIMIT.DELETE it \
+                     first to change its form",
+                    Printable(key)
+                )
+            }
             Error::InvalidExpireTime => {
                 f.write_str("ERR invalid expire time in 'ratelimit.expire' command")
             }

@@ -94,7 +94,7 @@ pub fn parse_target<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 }
 
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
-/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
+/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]]`, and
 /// `[TIMEOUT ms]`
 /// where the command takes it.
 /// A parsing step of each command's request, not a request itself.
@@ -129,7 +129,7 @@ fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireO
     Ok(options)
 }
 
-/// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
+/// `RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
 /// keyword: exactly what SETRATE takes, ending at the first token that is not one of its options.
 fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
     let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
@@ -141,7 +141,7 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
 }
 
 /// A limiter's configuration as SETRATE and the `RATE` option give it: `rate interval`, then
-/// `[OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]` in any order, each at most once.
+/// `[OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]` in any order, each at most once.
 pub(crate) struct ConfigOptions {
     rate: i64,
     interval: i64,
