@@ -246,7 +246,12 @@ impl<M: Writable> Key<'_, M> {
                 true
             }
             Effect::SetPacked { value, at } => {
-                let kept = self.expires_at();
+                // The TTL to keep, read only when no new one is given.
+                let kept = if at.is_none() {
+                    self.expires_at()
+                } else {
+                    None
+                };
                 let string = self.string(value);
                 // The same length (a steady limiter) is rewritten in place; any other gets a
                 // string of its exact length, as a SET would.

@@ -17,10 +17,11 @@
 //! - the configuration: `rate`, `interval`, `precision`, `keep_alive` (ms);
 //! - the limiter's epoch: a random `u32`, little-endian, drawn when the state is created or
 //!   reset, so that a grant a CANCEL gives back is taken only off the log it was granted in;
-//! - the entries, oldest first, to the end of the string: for each, a varint `distance << 1 |
+//! - the number of entries, then the entries, oldest first: for each, a varint `distance << 1 |
 //!   more`, where `distance` is its bucket less the previous entry's (the first entry's bucket
 //!   itself, zigzag-encoded as it may be negative) and `more` says that a varint with its
 //!   permits follows; without it the entry holds 1 permit;
+//! - zeros, up to the length [`stored_len`] gives;
 //! - a Fletcher-16 checksum of every byte before it, little-endian: a state changed by hand
 //!   (`SETRANGE`, `APPEND`) is refused as corrupt, not read as another limiter.
 
@@ -161,9 +162,15 @@ impl PackedLog {
             keep_alive,
             precision,
         };
-        let mut entries = Vec::with_capacity(reader.0.len());
+        let count = reader.varint()?;
+        // Each entry takes a byte at least: a count beyond the bytes left is corrupt.
+        let count = usize::try_from(count)
+            .ok()
+            .filter(|&n| n <= reader.0.len())
+            .ok_or(FormatError::BadEntry)?;
+        let mut entries = Vec::with_capacity(count);
         let mut bucket: Option<i64> = None;
-        while !reader.0.is_empty() {
+        for _ in 0..count {
             let token = reader.varint()?;
             let (distance, more) = (token >> 1, token & 1 == 1);
             let this = match bucket {
@@ -185,6 +192,9 @@ impl PackedLog {
             entries.push(Entry { score, permits });
             bucket = Some(this);
         }
+        if reader.0.iter().any(|&byte| byte != 0) {
+            return Err(FormatError::BadEntry);
+        }
         Ok(PackedLog {
             config,
             epoch,
@@ -204,6 +214,7 @@ impl PackedLog {
         let mut epoch = [0u8; 4];
         LittleEndian::write_u32(&mut epoch, self.epoch);
         out.extend_from_slice(&epoch);
+        put_varint(&mut out, self.entries.len() as u64);
         let mut previous: Option<i64> = None;
         for entry in &self.entries {
             let bucket = bucket_of(entry.score, c.precision);
@@ -219,6 +230,7 @@ impl PackedLog {
             }
             previous = Some(bucket);
         }
+        out.resize(stored_len(out.len() + 2) - 2, 0);
         let mut sum = [0u8; 2];
         LittleEndian::write_u16(&mut sum, fletcher16(&out));
         out.extend_from_slice(&sum);
@@ -371,12 +383,40 @@ fn bucket_end(bucket: i64, precision: i64) -> Option<i64> {
     bucket.checked_mul(precision)?.checked_add(precision - 1)
 }
 
-/// Fletcher's 16-bit checksum: two running sums modulo 255.
+/// The length a state of `len` bytes is written at, padded with zeros: its allocation in Redis
+/// (the bytes, the string's header and its terminating zero) rounded up to jemalloc's size
+/// class, which it would take anyway. A state that gains an entry or two then keeps its length
+/// and is rewritten in place, instead of being allocated anew with its TTL set again.
+pub fn stored_len(len: usize) -> usize {
+    let padded = |overhead: usize| {
+        let alloc = len + overhead;
+        // Size classes: steps of 16 up to 128, then four classes between powers of two.
+        let step = if alloc <= 128 {
+            16
+        } else {
+            let below = 1usize << (usize::BITS - 1 - (alloc - 1).leading_zeros());
+            below / 4
+        };
+        alloc.next_multiple_of(step) - overhead
+    };
+    // An sds string of up to 255 bytes has a 3-byte header, a longer one 5; and a zero.
+    match padded(4) {
+        short if short < 256 => short,
+        _ => padded(6),
+    }
+}
+
+/// Fletcher's 16-bit checksum: two running sums modulo 255, reduced once per block of bytes
+/// short enough that the sums cannot overflow.
 fn fletcher16(bytes: &[u8]) -> u16 {
-    let (mut low, mut high) = (0u32, 0u32);
-    for &byte in bytes {
-        low = (low + u32::from(byte)) % 255;
-        high = (high + low) % 255;
+    let (mut low, mut high) = (0u64, 0u64);
+    for block in bytes.chunks(4096) {
+        for &byte in block {
+            low += u64::from(byte);
+            high += low;
+        }
+        low %= 255;
+        high %= 255;
     }
     ((high << 8) | low) as u16
 }
@@ -500,7 +540,9 @@ mod tests {
         }
         let bytes = log.encode();
         assert_eq!(log.entries.len(), 50);
-        assert!(bytes.len() <= 18 + 6 + 49, "{} bytes", bytes.len());
+        // 16 bytes of header, a count, 5 for the first bucket, one a grant; padded to 76.
+        assert_eq!(bytes.len(), stored_len(16 + 1 + 5 + 49 + 2));
+        assert_eq!(bytes.len(), 76);
     }
 
     #[test]
@@ -604,25 +646,52 @@ mod tests {
         let mut longer = good.clone();
         longer.push(0);
         assert_eq!(PackedLog::decode(&longer), Err(FormatError::Checksum));
-        // Checked bytes that hold an entry of zero permits, or a varint past 64 bits.
+        // Checked bytes after the header (12 bytes here): the count, the entries, the padding.
         let sealed = |tail: &[u8]| {
-            let mut bytes = good[..good.len() - 2].to_vec();
+            let mut bytes = good[..12].to_vec();
             bytes.extend_from_slice(tail);
             let sum = fletcher16(&bytes);
             bytes.extend(sum.to_le_bytes());
             PackedLog::decode(&bytes)
         };
-        assert_eq!(sealed(&[0x01, 0x00]), Err(FormatError::BadEntry));
-        assert!(sealed(&[0xFF; 11]).is_err());
-        assert!(sealed(&[0x03]).is_err());
+        assert_eq!(sealed(&[0x00]), Ok(PackedLog::new(config(5, 1000, 10), 1)));
+        assert_eq!(sealed(&[0x00, 0x00, 0x00]), sealed(&[0x00]));
+        // An entry of zero permits, a varint past 64 bits, permits missing, more entries than
+        // bytes, padding that is not zeros.
+        assert_eq!(sealed(&[0x01, 0x01, 0x00]), Err(FormatError::BadEntry));
+        assert!(
+            sealed(&[0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+                .is_err()
+        );
+        assert_eq!(sealed(&[0x01, 0x03]), Err(FormatError::Truncated));
+        assert_eq!(sealed(&[0x05, 0x00]), Err(FormatError::BadEntry));
+        assert_eq!(sealed(&[0x00, 0x07]), Err(FormatError::BadEntry));
         // A precision above the interval.
         let mut wide = PackedLog::new(config(5, 1000, 10), 1);
         wide.config.precision = 2000;
-        assert_eq!(sealed(&[]), Ok(PackedLog::new(config(5, 1000, 10), 1)));
         assert_eq!(
             PackedLog::decode(&wide.encode()),
             Err(FormatError::OutOfRange("precision"))
         );
+    }
+
+    #[test]
+    fn a_state_fills_its_allocation_size_class() {
+        // len + 4 (or + 6 past 255 bytes) on a jemalloc size class, never smaller than len.
+        let classes = [
+            16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512,
+        ];
+        for len in 1..500 {
+            let stored = stored_len(len);
+            let overhead = if stored < 256 { 4 } else { 6 };
+            assert!(stored >= len, "{len}");
+            assert!(
+                classes.contains(&(stored + overhead)) || stored + overhead > 512,
+                "{len} -> {stored}"
+            );
+        }
+        assert_eq!(stored_len(20), 28);
+        assert_eq!(stored_len(72), 76);
     }
 
     #[test]

@@ -56,8 +56,8 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
     /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {
-        if let Some(log) = self.packed()? {
-            return Ok(Some(*log.config()));
+        if let Some(config) = self.packed_config()? {
+            return Ok(Some(config));
         }
         if !self.hash.exists() {
             return Ok(None);

@@ -43,8 +43,9 @@ pub struct LimiterKeys<'c, M: OpenMode> {
     db: i32,
     /// What was kept of this limiter (see [`config_cache`]), if anything.
     known: Option<Known>,
-    /// A ONEKEY limiter's state, decoded from the key on first use.
-    packed: std::cell::OnceCell<PackedLog>,
+    /// A ONEKEY limiter's state, decoded from the key on first use; the state a request
+    /// resolves takes it (see [`LimiterKeys::take_packed`]).
+    packed: std::cell::Cell<Option<PackedLog>>,
 }
 
 /// The state a request acts on: Redisson's value and permits keys, or the log a ONEKEY
@@ -69,8 +70,8 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
                 .open_state(&StateKeys::client(self.name, client))
                 .map(Stored::Keys),
             (Mode::PerClient, None) => Err(Error::ClientRequired),
-            (Mode::OneKey, _) => Ok(Stored::Packed(match self.packed()? {
-                Some(log) => log.clone(),
+            (Mode::OneKey, _) => Ok(Stored::Packed(match self.take_packed()? {
+                Some(log) => log,
                 None => PackedLog::new(*config, rand::random()),
             })),
         }
@@ -87,7 +88,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     where
         M: Writable,
     {
-        if self.packed()?.is_some() {
+        if self.packed_config()?.is_some() {
             return Ok(i64::from(act(&self.hash)));
         }
         let overall = self.open_state(&StateKeys::overall(self.name))?;

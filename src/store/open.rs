@@ -51,7 +51,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             caller,
             db,
             known,
-            packed: std::cell::OnceCell::new(),
+            packed: std::cell::Cell::new(None),
         })
     }
 

@@ -7,13 +7,15 @@ use crate::args;
 use crate::error::Error;
 use crate::key::{Effect, KeyType, OpenMode, Writable};
 use crate::packed_log::{FormatError, PackedLog};
+use crate::sliding_log::Config;
 
 impl<M: OpenMode> LimiterKeys<'_, M> {
-    /// The ONEKEY limiter's state if the key holds one (decoded on first use, then kept for the
-    /// request); None if the key holds no string. A string that is not one is an error naming
-    /// the key: never read as an empty limiter, never overwritten.
-    pub(super) fn packed(&self) -> Result<Option<&PackedLog>, Error> {
-        if let Some(log) = self.packed.get() {
+    /// The ONEKEY limiter's state if the key holds one, decoded on first use and taken: the
+    /// state a request resolves owns it (a later call decodes the key again). None if the key
+    /// holds no string. A string that is not one is an error naming the key: never read as an
+    /// empty limiter, never overwritten.
+    pub(super) fn take_packed(&self) -> Result<Option<PackedLog>, Error> {
+        if let Some(log) = self.packed.take() {
             return Ok(Some(log));
         }
         if self.hash.key_type() != KeyType::String {
@@ -24,7 +26,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
             .read_string(PackedLog::decode)
             .unwrap_or(Err(FormatError::Foreign));
         match decoded {
-            Ok(log) => Ok(Some(self.packed.get_or_init(|| log))),
+            Ok(log) => Ok(Some(log)),
             Err(FormatError::Foreign) => Err(Error::NotALimiter {
                 key: self.hash.name().to_vec(),
             }),
@@ -32,29 +34,41 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         }
     }
 
-    /// Writes a ONEKEY limiter's state back with the TTL rule of the three-key form: with a
-    /// keep-alive, `SET key state PXAT` (now + keep-alive + `waiting`, the time a blocked client
-    /// waits for its turn); without one, `SET key state KEEPTTL`. A state that did not change
-    /// (`changed` false) is not written again: only a keep-alive is refreshed (`PEXPIREAT`).
+    /// The ONEKEY limiter's configuration if the key holds one (its state is kept decoded for
+    /// the request).
+    pub(super) fn packed_config(&self) -> Result<Option<Config>, Error> {
+        let log = self.take_packed()?;
+        let config = log.as_ref().map(|log| *log.config());
+        self.packed.set(log);
+        Ok(config)
+    }
+
+    /// Writes a ONEKEY limiter's state back with the keep-alive rule of the three-key form: with
+    /// a keep-alive, `SET key state PXAT` (now + keep-alive + `waiting`, the time a blocked
+    /// client waits for its turn); without one, `SET key state KEEPTTL`.
+    ///
+    /// A call that changed nothing (`changed` false: a refusal with nothing to prune) writes
+    /// nothing, not even the keep-alive the three-key form refreshes: a refusal means a permit
+    /// still in the window, logged by a write whose keep-alive (at least the interval) outlives
+    /// it, and the waiter's turn comes when such a permit frees. The key therefore never expires
+    /// while its log still counts, and a hot limiter's refusals stay reads.
     pub(super) fn write_packed(&self, log: &PackedLog, changed: bool, waiting: i64)
     where
         M: Writable,
     {
+        if !changed {
+            return;
+        }
         let keep_alive = log.config().keep_alive;
         if keep_alive > 0 {
             let ttl = keep_alive
                 .saturating_add(waiting.max(0))
                 .min(args::MAX_DURATION_MS);
-            let at = expiry_in(ttl);
-            if changed {
-                self.hash.apply(Effect::SetPacked {
-                    value: &log.encode(),
-                    at: Some(at),
-                });
-            } else {
-                self.hash.apply(Effect::PExpireAt(at));
-            }
-        } else if changed {
+            self.hash.apply(Effect::SetPacked {
+                value: &log.encode(),
+                at: Some(expiry_in(ttl)),
+            });
+        } else {
             self.hash.apply(Effect::SetPacked {
                 value: &log.encode(),
                 at: None,

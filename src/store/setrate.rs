@@ -38,7 +38,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         match (config.mode == Mode::OneKey, self.hash.key_type()) {
             (true, KeyType::Hash) | (false, KeyType::String) => {
                 // A string that holds no limiter is an error of its own.
-                self.packed()?;
+                self.packed_config()?;
                 // NX leaves any limiter that exists as it is; the others would change its form.
                 if change.condition == Some(Condition::IfAbsent) {
                     return Ok(0);
@@ -169,11 +169,9 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
     where
         M: Writable,
     {
-        let existing = self.packed()?;
-        match (change.condition, existing) {
-            (Some(Condition::IfAbsent), Some(_)) | (Some(Condition::IfExists), None) => {
-                return Ok(0)
-            }
+        let existing = self.take_packed()?;
+        match (change.condition, existing.is_some()) {
+            (Some(Condition::IfAbsent), true) | (Some(Condition::IfExists), false) => return Ok(0),
             _ => {}
         }
         let config = change.config;
@@ -185,7 +183,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
                             Some((old.config(), None)),
                             config.rate,
                             config.interval,
-                            old,
+                            &old,
                             now,
                         )
                         .map_err(|never| match never {})?,
@@ -193,7 +191,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
                 } else {
                     None
                 };
-                let mut log = old.clone();
+                let mut log = old;
                 log.reconfigure(config, keep, rand::random());
                 log
             }
