@@ -41,6 +41,12 @@ pub enum Error {
     IncompatibleExpireOptions(&'static str),
     /// Data written by someone else that this module cannot read. Names the key and the problem.
     Corrupt { key: Vec<u8>, problem: String },
+    /// A string key that holds no ONEKEY limiter (a number, text, a GCRA key): the module
+    /// neither reads nor overwrites it.
+    NotALimiter { key: Vec<u8> },
+    /// SETRATE asked for the other form of an existing limiter (ONEKEY for a three-key one, or
+    /// the reverse).
+    FormChange { key: Vec<u8>, one_key: bool },
     /// An expiry that does not fit the clock (Redis's own message).
     InvalidExpireTime,
     /// RATELIMIT.DEBUG misuse.
@@ -68,6 +74,7 @@ impl Error {
     pub fn of_limiter(self, key: &[u8]) -> Self {
         match self {
             Error::Corrupt { .. }
+            | Error::NotALimiter { .. }
             | Error::NoPermission { .. }
             | Error::CrossSlot { .. }
             | Error::OfLimiter { .. } => self,
@@ -114,6 +121,24 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "ERR corrupt rate limiter key '{}': {problem}",
+                    Printable(key)
+                )
+            }
+            Error::NotALimiter { key } => write!(
+                f,
+                "WRONGTYPE key '{}' holds a string that is not a ONEKEY rate limiter",
+                Printable(key)
+            ),
+            Error::FormChange { key, one_key } => {
+                let (form, option) = if *one_key {
+                    ("a ONEKEY limiter", "with ONEKEY")
+                } else {
+                    ("a three-key (Redisson) limiter", "without ONEKEY")
+                };
+                write!(
+                    f,
+                    "ERR limiter '{}' is {form}: reconfigure it {option}, or RATELIMIT.DELETE it \
+                     first to change its form",
                     Printable(key)
                 )
             }

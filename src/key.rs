@@ -192,7 +192,10 @@ impl<M: Writable> Key<'_, M> {
         }
         let (class, event) = effect.event();
         self.notify(class, event);
-        if matches!(effect, Effect::SetExpiringAt { .. }) {
+        if matches!(
+            effect,
+            Effect::SetExpiringAt { .. } | Effect::SetPacked { at: Some(_), .. }
+        ) {
             self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
         // Emptying a hash or a zset deletes it, and the command says so too.
@@ -239,6 +242,49 @@ impl<M: Writable> Key<'_, M> {
                     );
                 } else {
                     self.replicate(c"SET", &[key, Arg::String(&value), Arg::Static(&KEEPTTL)]);
+                }
+                true
+            }
+            Effect::SetPacked { value, at } => {
+                // The TTL to keep, read only when no new one is given.
+                let kept = if at.is_none() {
+                    self.expires_at()
+                } else {
+                    None
+                };
+                let string = self.string(value);
+                // The same length (a steady limiter) is rewritten in place; any other gets a
+                // string of its exact length, as a SET would.
+                let written = if self.key_type() == KeyType::String
+                    && self.raw.value_length() == value.len()
+                {
+                    self.raw.set_string(value)
+                } else {
+                    self.raw.replace_string(&string)
+                };
+                if !written {
+                    return false;
+                }
+                match (at, kept) {
+                    (Some(at), _) if self.raw.set_expires_at(at) => {
+                        let at = self.number(at);
+                        self.replicate(
+                            c"SET",
+                            &[
+                                key,
+                                Arg::String(&string),
+                                Arg::Static(&PXAT),
+                                Arg::String(&at),
+                            ],
+                        );
+                    }
+                    (at, kept) => {
+                        // The TTL the key had, which a new string dropped, as KEEPTTL keeps it.
+                        if let (None, Some(kept)) = (at, kept) {
+                            self.raw.set_expires_at(kept);
+                        }
+                        self.replicate(c"SET", &[key, Arg::String(&string), Arg::Static(&KEEPTTL)]);
+                    }
                 }
                 true
             }
@@ -422,6 +468,9 @@ pub enum Effect<'a> {
     /// `SET key number PXAT unix-ms`: a number and its absolute expiry in one write (a GCRA
     /// limiter's TAT), firing `set` and `expire` as that SET does.
     SetExpiringAt { value: i64, at: i64 },
+    /// A ONEKEY limiter's whole state: `SET key bytes PXAT unix-ms` with an expiry,
+    /// `SET key bytes KEEPTTL` without one.
+    SetPacked { value: &'a [u8], at: Option<i64> },
     /// `HSET key field value ...`.
     HSet(&'a [(&'a CStr, &'a [u8])]),
     /// `HDEL key field`.
@@ -449,7 +498,7 @@ impl Effect<'_> {
     /// The keyspace event the equivalent command fires.
     fn event(&self) -> (c_int, &'static CStr) {
         match self {
-            Effect::Set(_) | Effect::SetExpiringAt { .. } => {
+            Effect::Set(_) | Effect::SetExpiringAt { .. } | Effect::SetPacked { .. } => {
                 (raw::REDISMODULE_NOTIFY_STRING, c"set")
             }
             Effect::HSet(_) => (raw::REDISMODULE_NOTIFY_HASH, c"hset"),

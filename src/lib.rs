@@ -41,6 +41,7 @@ mod key;
 pub mod keyspace;
 mod migration;
 pub mod observe;
+pub mod packed_log;
 mod queue;
 pub mod sliding_log;
 mod stats;

@@ -21,6 +21,9 @@ use crate::keyspace;
 pub enum Mode {
     Overall,
     PerClient,
+    /// Shared by all callers like `Overall`, with the whole state in one key of its own
+    /// ([`crate::packed_log`]) instead of Redisson's three: for limiters no Redisson client reads.
+    OneKey,
 }
 
 /// A limiter's configuration as stored in its hash.

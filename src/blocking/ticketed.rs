@@ -50,5 +50,7 @@ fn permits_key_of(name: &[u8], mode: Mode, client: Option<&[u8]>) -> Option<KeyN
         (Mode::Overall, _) => Some(StateKeys::overall(name).permits),
         (Mode::PerClient, Some(client)) => Some(StateKeys::client(name, client).permits),
         (Mode::PerClient, None) => None,
+        // Its one key stands for its permits (see `Resolved::id`).
+        (Mode::OneKey, _) => Some(KeyName::Heap(name.to_vec())),
     }
 }

@@ -1,5 +1,5 @@
 //! `RATELIMIT.ACQUIRE key [permits] [TIMEOUT ms] [CLIENT id] [TICKET ticket] [RATE rate interval
-//! [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the
+//! [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]]`: a blocking acquire served by the
 //! server, first come first served; `RATE` creates the limiter on first use. Replies nil once
 //! acquired, or the wait hint if TIMEOUT ran out first. Inside MULTI or a script it does not
 //! block and answers as TRYACQUIRE. `TICKET` names this wait for RATELIMIT.CANCEL, and makes a

@@ -50,6 +50,7 @@ fn reply_map(ctx: &Context, config: &Config) {
     let kind: &str = match config.mode {
         Mode::Overall => "OVERALL",
         Mode::PerClient => "PER_CLIENT",
+        Mode::OneKey => "ONEKEY",
     };
     reply::map(ctx, 4);
     for (field, value) in [

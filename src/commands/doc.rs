@@ -107,7 +107,7 @@ impl Arg {
 pub const KEY: Arg = Arg::new(c"key", ArgType::Key);
 /// `[CLIENT id]`.
 pub const CLIENT: Arg = Arg::new(c"id", ArgType::String).after(c"CLIENT").optional();
-/// `rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`: a limiter's configuration,
+/// `rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]`: a limiter's configuration,
 /// as SETRATE takes it and as `RATE` creates a limiter on first use.
 pub const RATE_ARGS: [Arg; 2] = [
     Arg::new(c"rate", ArgType::Integer),
@@ -118,6 +118,7 @@ pub const MODE: Arg = Arg::new(
     ArgType::OneOf(&[
         Arg::token(c"overall", c"OVERALL"),
         Arg::token(c"per_client", c"PER_CLIENT"),
+        Arg::token(c"onekey", c"ONEKEY"),
     ]),
 )
 .optional();
@@ -134,7 +135,7 @@ pub const ACQUISITION_ARGS: [Arg; 4] = [
     CLIENT,
     RATE,
 ];
-/// `[RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`: create on first
+/// `[RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]]`: create on first
 /// use.
 pub const RATE: Arg = Arg::new(
     c"create",

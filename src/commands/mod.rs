@@ -26,6 +26,7 @@ use redis_module::{Context, RedisValue};
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::error::Error;
 use crate::ffi::reply;
+use crate::packed_log;
 use crate::sliding_log::{Config, Mode, Outcome};
 use crate::store::Verdict;
 
@@ -93,7 +94,7 @@ pub fn parse_target<'a>(args: &'a [&'a [u8]]) -> Result<Target<'a>, Error> {
 }
 
 /// The options of the acquiring commands (TRYACQUIRE, ACQUIRE, ALLOW), after `key [permits]`:
-/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]]`, and
+/// `[CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]]`, and
 /// `[TIMEOUT ms]`
 /// where the command takes it.
 /// A parsing step of each command's request, not a request itself.
@@ -128,7 +129,7 @@ fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireO
     Ok(options)
 }
 
-/// `RATE rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
+/// `RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]`, after the `RATE`
 /// keyword: exactly what SETRATE takes, ending at the first token that is not one of its options.
 fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
     let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
@@ -140,7 +141,7 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
 }
 
 /// A limiter's configuration as SETRATE and the `RATE` option give it: `rate interval`, then
-/// `[OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]` in any order, each at most once.
+/// `[OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]` in any order, each at most once.
 pub(crate) struct ConfigOptions {
     rate: i64,
     interval: i64,
@@ -171,6 +172,8 @@ impl ConfigOptions {
             args::set_once(&mut self.mode, Mode::Overall)?;
         } else if args::is_keyword(token, "PER_CLIENT") {
             args::set_once(&mut self.mode, Mode::PerClient)?;
+        } else if args::is_keyword(token, "ONEKEY") {
+            args::set_once(&mut self.mode, Mode::OneKey)?;
         } else if args::is_keyword(token, "KEEPALIVE") {
             tokens.next_arg();
             let ms = args::integer(tokens.value_of_option()?, "KEEPALIVE", 0, MAX_DURATION_MS)?;
@@ -188,7 +191,8 @@ impl ConfigOptions {
         Ok(true)
     }
 
-    /// The configuration: OVERALL, no keep-alive and a precision of 1 unless given; a
+    /// The configuration: OVERALL, no keep-alive and a precision of 1 unless given (for
+    /// ONEKEY, a sixtieth of the interval: [`packed_log::default_precision`]); a
     /// keep-alive, if any, at least the interval (a shorter one would expire the keys of a
     /// limiter whose permits still count).
     pub(crate) fn config(self) -> Result<Config, Error> {
@@ -196,12 +200,17 @@ impl ConfigOptions {
         if keep_alive != 0 && keep_alive < self.interval {
             return Err(Error::KeepAliveBelowInterval);
         }
+        let mode = self.mode.unwrap_or(Mode::Overall);
+        let default_precision = match mode {
+            Mode::OneKey => packed_log::default_precision(self.interval),
+            Mode::Overall | Mode::PerClient => 1,
+        };
         Ok(Config {
             rate: self.rate,
             interval: self.interval,
-            mode: self.mode.unwrap_or(Mode::Overall),
+            mode,
             keep_alive,
-            precision: self.precision.unwrap_or(1),
+            precision: self.precision.unwrap_or(default_precision),
         })
     }
 }

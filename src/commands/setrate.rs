@@ -1,4 +1,4 @@
-//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT] [KEEPALIVE ms] [PRECISION ms]
+//! `RATELIMIT.SETRATE key rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]
 //! [NX | XX] [KEEPSTATE] [CLIENT id]`: create or reconfigure a limiter (Redisson `trySetRate`
 //! with NX, `setRate` without a flag, `updateRate` with XX).
 

@@ -1,4 +1,4 @@
-//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT]
+//! `RATELIMIT.TRYACQUIRE key [permits] [CLIENT id] [RATE rate interval [OVERALL | PER_CLIENT | ONEKEY]
 //! [KEEPALIVE ms] [PRECISION ms]]`: take permits now, or reply how long to wait; `RATE` creates
 //! the limiter on first use.
 

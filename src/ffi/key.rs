@@ -147,6 +147,18 @@ impl RawKey {
         true
     }
 
+    /// Replaces the key's value by the string `value`, allocated to its exact length (where
+    /// [`RawKey::set_string`] grows a new string greedily, to twice its length). The server drops
+    /// the key's TTL with its old value: the caller sets the one it wants.
+    pub(crate) fn replace_string(&self, value: &RedisString) -> bool {
+        let (Some(key), Some(set)) = (self.writable(), api!(RedisModule_StringSet)) else {
+            return false;
+        };
+        // SAFETY: a key opened for writing and a live string; the server takes a reference to
+        // the string, which outlives the call.
+        unsafe { set(key, value.inner) == raw::REDISMODULE_OK as c_int }
+    }
+
     /// Up to five fields of a hash in one call (absent fields are None); asking more does not
     /// compile. None of them for a key of another type.
     pub(crate) fn hash_get<const N: usize>(

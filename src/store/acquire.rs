@@ -1,10 +1,10 @@
 //! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
 //! committing it; AVAILABLE and the wait hint read the same way without writing.
 
-use super::{Condition, LimiterKeys, RateChange, Resolved, State};
+use super::{Condition, LimiterKeys, RateChange, Resolved, Stored};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
-use crate::sliding_log::{self, AcquirePlan, Config, Entry, Logging, Outcome, Reset};
+use crate::sliding_log::{self, AcquirePlan, Config, Entry, Logging, Outcome, Prune, Reset};
 
 /// Where an acquisition stands with respect to the clients blocked in ACQUIRE on the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub struct Logged {
     pub entry: Entry,
     /// The fingerprint of the entry's id ([`super::writes::id_print`]): other grants of the
     /// same millisecond or PRECISION bucket may share it, and a limiter created anew may log a
-    /// new entry at the same score.
+    /// new entry at the same score. A ONEKEY limiter's entries have no id: its epoch instead.
     pub member: u64,
     /// When its permits free.
     pub frees_at: i64,
@@ -164,11 +164,23 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             ..
         } = *attempt;
         let config = resolved.config();
-        let state = &resolved.state;
         let plan = if grant {
             attempt.plan
         } else {
             attempt.plan.without_grant(now, config.interval)
+        };
+        let waiting = waiting(&plan, turn, queued);
+        let state = match &resolved.state {
+            Stored::Keys(state) => state,
+            Stored::Packed(log) => {
+                let mut log = log.clone();
+                log.apply_acquire(&plan);
+                let created = resolved.configuration().created().is_some();
+                let changed = created || plan.prune != Prune::Nothing || plan.append.is_some();
+                self.write_packed(&log, changed, waiting);
+                let member = plan.append.map(|_| u64::from(log.epoch()));
+                return Ok(Verdict::of(&plan, config, queued, member));
+            }
         };
         if let Some(creation) = resolved.configuration().created() {
             self.create(creation)?;
@@ -185,7 +197,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             let may_merge = matches!(logging, Logging::Merge(_));
             member = Some(state.log(logging.entry(), may_merge)?);
         }
-        self.write_value_and_ttls(config, state, plan.value, waiting(&plan, turn, queued));
+        self.write_value_and_ttls(config, state, plan.value, waiting);
         Ok(Verdict::of(&plan, config, queued, member))
     }
 
@@ -239,7 +251,7 @@ impl<M: OpenMode> Resolved<'_, M> {
 pub(super) fn hint<M: OpenMode>(
     config: &Config,
     stored: Option<i64>,
-    state: &State<'_, M>,
+    state: &Stored<'_, M>,
     now: i64,
     ahead: u64,
     permits: u32,

@@ -56,6 +56,9 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
     /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {
+        if let Some(config) = self.packed_config()? {
+            return Ok(Some(config));
+        }
         if !self.hash.exists() {
             return Ok(None);
         }
@@ -179,6 +182,8 @@ pub(super) fn type_field(mode: Mode) -> &'static [u8] {
     match mode {
         Mode::Overall => keyspace::TYPE_OVERALL,
         Mode::PerClient => keyspace::TYPE_PER_CLIENT,
+        // Never in a hash: a ONEKEY limiter's configuration is in its own key.
+        Mode::OneKey => keyspace::TYPE_OVERALL,
     }
 }
 

@@ -5,6 +5,7 @@
 mod acquire;
 mod config;
 mod open;
+mod packed;
 mod peek;
 mod release;
 mod resolve;
@@ -29,6 +30,7 @@ use crate::error::Error;
 use crate::ffi::server;
 use crate::key::{Effect, Key, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
+use crate::packed_log::PackedLog;
 use crate::sliding_log::{Config, Entry, Mode, Order, PermitLog, Span};
 use open::Caller;
 
@@ -41,6 +43,16 @@ pub struct LimiterKeys<'c, M: OpenMode> {
     db: i32,
     /// What was kept of this limiter (see [`config_cache`]), if anything.
     known: Option<Known>,
+    /// A ONEKEY limiter's state, decoded from the key on first use; the state a request
+    /// resolves takes it (see [`LimiterKeys::take_packed`]).
+    packed: std::cell::Cell<Option<PackedLog>>,
+}
+
+/// The state a request acts on: Redisson's value and permits keys, or the log a ONEKEY
+/// limiter holds in its own key, decoded (written back whole by [`LimiterKeys`]).
+pub enum Stored<'c, M: OpenMode> {
+    Keys(State<'c, M>),
+    Packed(PackedLog),
 }
 
 /// One state of a limiter: the value string and permits zset, overall or of one client.
@@ -51,13 +63,17 @@ pub struct State<'c, M: OpenMode> {
 
 impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
-    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<State<'c, M>, Error> {
+    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<Stored<'c, M>, Error> {
         match (config.mode, client) {
-            (Mode::Overall, _) => self.open_overall(),
-            (Mode::PerClient, Some(client)) => {
-                self.open_state(&StateKeys::client(self.name, client))
-            }
+            (Mode::Overall, _) => self.open_overall().map(Stored::Keys),
+            (Mode::PerClient, Some(client)) => self
+                .open_state(&StateKeys::client(self.name, client))
+                .map(Stored::Keys),
             (Mode::PerClient, None) => Err(Error::ClientRequired),
+            (Mode::OneKey, _) => Ok(Stored::Packed(match self.take_packed()? {
+                Some(log) => log,
+                None => PackedLog::new(*config, rand::random()),
+            })),
         }
     }
 
@@ -72,6 +88,9 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     where
         M: Writable,
     {
+        if self.packed_config()?.is_some() {
+            return Ok(i64::from(act(&self.hash)));
+        }
         let overall = self.open_state(&StateKeys::overall(self.name))?;
         let client = match client {
             Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
@@ -106,6 +125,53 @@ impl<M: OpenMode> State<'_, M> {
     {
         self.value.apply(Effect::Unlink);
         self.permits.apply(Effect::Unlink);
+    }
+}
+
+impl<M: OpenMode> Stored<'_, M> {
+    /// The value string of the three-key form; a ONEKEY limiter keeps none (its log decides).
+    pub(super) fn stored_value(&self) -> Result<Option<i64>, Error> {
+        match self {
+            Stored::Keys(state) => state.stored_value(),
+            Stored::Packed(_) => Ok(None),
+        }
+    }
+}
+
+impl<M: OpenMode> PermitLog for Stored<'_, M> {
+    type Error = Error;
+
+    fn entry_count(&self) -> Result<usize, Error> {
+        match self {
+            Stored::Keys(state) => state.entry_count(),
+            Stored::Packed(log) => log.entry_count().map_err(|never| match never {}),
+        }
+    }
+
+    fn scan(
+        &self,
+        span: Span,
+        order: Order,
+        visit: &mut dyn FnMut(Entry) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        match self {
+            Stored::Keys(state) => state.scan(span, order, visit),
+            Stored::Packed(log) => log.scan(span, order, visit).map_err(|never| match never {}),
+        }
+    }
+
+    fn any_in(&self, span: Span) -> Result<bool, Error> {
+        match self {
+            Stored::Keys(state) => state.any_in(span),
+            Stored::Packed(log) => log.any_in(span).map_err(|never| match never {}),
+        }
+    }
+
+    fn newest_score(&self, span: Span) -> Result<Option<i64>, Error> {
+        match self {
+            Stored::Keys(state) => state.newest_score(span),
+            Stored::Packed(log) => log.newest_score(span).map_err(|never| match never {}),
+        }
     }
 }
 

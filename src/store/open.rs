@@ -15,8 +15,9 @@ use crate::keyspace::{self, StateKeys};
 use crate::migration;
 
 impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+    /// Opens a limiter for a command. Its derived keys' slot is checked when they are opened
+    /// (a ONEKEY limiter has none: its one key is the command's declared key).
     pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
-        refuse_cross_slot(name)?;
         Self::open_as(ctx, name, Caller::current(ctx))
     }
 
@@ -39,7 +40,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             Some(string) => Key::open_named(ctx, string),
             None => Key::open(ctx, name),
         };
-        expect_kind(&hash, KeyType::Hash)?;
+        // A hash is Redisson's form; a string, a ONEKEY limiter's state (checked when read).
+        if hash.key_type() != KeyType::String {
+            expect_kind(&hash, KeyType::Hash)?;
+        }
         Ok(LimiterKeys {
             ctx,
             name,
@@ -47,6 +51,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             caller,
             db,
             known,
+            packed: std::cell::Cell::new(None),
         })
     }
 
@@ -55,6 +60,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
     /// state split from its hash by a slot migration.
     pub(super) fn open_state(&self, keys: &StateKeys) -> Result<State<'c, M>, Error> {
+        refuse_cross_slot(self.name)?;
         self.check_state(Key::open(self.ctx, &keys.value), || {
             Key::open(self.ctx, &keys.permits)
         })
@@ -62,6 +68,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
 
     /// The OVERALL state's keys, opened with the names kept for them if there are.
     pub(super) fn open_overall(&self) -> Result<State<'c, M>, Error> {
+        refuse_cross_slot(self.name)?;
         let kept = self.known.as_ref().and_then(|known| {
             let value = known.value.as_ref()?.safe_clone(self.ctx);
             let permits = known.permits.as_ref()?.safe_clone(self.ctx);

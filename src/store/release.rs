@@ -3,10 +3,11 @@
 use std::ops::ControlFlow;
 
 use super::writes::id_print;
-use super::{score_ms, LimiterKeys, Resolved};
+use super::{score_ms, LimiterKeys, Resolved, Stored};
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
 use crate::keyspace;
+use crate::packed_log::PackedLog;
 use crate::sliding_log::{self, Entry, Order, Prune, Span};
 
 impl<M: OpenMode> LimiterKeys<'_, M> {
@@ -16,7 +17,19 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         M: Writable,
     {
         let resolved = self.resolve_existing(client)?;
-        let (config, state) = (resolved.config(), &resolved.state);
+        let (config, state) = match &resolved.state {
+            Stored::Keys(state) => (resolved.config(), state),
+            Stored::Packed(log) => {
+                let plan = sliding_log::release(log.config(), None, log, now, permits)
+                    .map_err(|never| match never {})?;
+                if plan.released > 0 || plan.prune != Prune::Nothing {
+                    let mut log = log.clone();
+                    log.apply_release(&plan);
+                    self.write_packed(&log, true, 0);
+                }
+                return Ok(plan.released);
+            }
+        };
         let plan = sliding_log::release(config, state.stored_value()?, state, now, permits)?;
         // The entry to split, read before anything is written: the newest one after the prune
         // (which only removes older entries) and the removals.
@@ -64,7 +77,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     where
         M: Writable,
     {
-        let (config, state) = (resolved.config(), &resolved.state);
+        let (config, state) = match &resolved.state {
+            Stored::Keys(state) => (resolved.config(), state),
+            Stored::Packed(log) => return Ok(self.give_back_packed(log, grant, member, now)),
+        };
         // The grant's entry: at its score, under the id it was logged with. A member this module
         // cannot read is not one it logged a grant in.
         let mut found = None;
@@ -115,5 +131,29 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         }
         self.write_value_and_ttls(config, state, plan.value, 0);
         Ok(plan.given_back)
+    }
+}
+
+impl<M: OpenMode> LimiterKeys<'_, M> {
+    /// [`LimiterKeys::give_back`] on a ONEKEY limiter: its entries have no ids, so the grant's
+    /// entry is the one at its score in the log of the same epoch (`member`); a log created
+    /// anew since has another, and gives nothing back.
+    fn give_back_packed(&self, log: &PackedLog, grant: Entry, member: u64, now: i64) -> i64
+    where
+        M: Writable,
+    {
+        let in_entry = if u64::from(log.epoch()) == member {
+            log.held_at(grant.score)
+        } else {
+            None
+        };
+        let Ok(Some(plan)) = sliding_log::give_back(log.config(), None, log, now, grant, in_entry)
+        else {
+            return 0;
+        };
+        let mut log = log.clone();
+        log.apply_give_back(&plan, grant.score);
+        self.write_packed(&log, true, 0);
+        plan.given_back
     }
 }

@@ -4,11 +4,11 @@
 
 use std::cell::OnceCell;
 
-use super::{LimiterKeys, State};
+use super::{LimiterKeys, Stored};
 use crate::error::Error;
 use crate::key::OpenMode;
 use crate::keyspace::StateId;
-use crate::sliding_log::Config;
+use crate::sliding_log::{Config, Mode};
 
 /// A limiter's configuration as one request finds it: decoded from its hash (or taken from the
 /// config cache) once, or the one the request's `RATE` option creates it with.
@@ -44,7 +44,9 @@ impl Configuration {
 /// request's client's) the request acts on, opened and checked.
 pub struct Resolved<'c, M: OpenMode> {
     configuration: Configuration,
-    pub(super) state: State<'c, M>,
+    pub(super) state: Stored<'c, M>,
+    /// The limiter's name: a ONEKEY limiter's one key.
+    name: &'c [u8],
     db: i32,
     /// Made on first use: most requests never need it (no waiter, no ticket).
     id: OnceCell<StateId>,
@@ -63,26 +65,30 @@ impl<M: OpenMode> Resolved<'_, M> {
     pub fn id(&self) -> &StateId {
         self.id.get_or_init(|| StateId {
             db: self.db,
-            permits_key: self.state.permits.name().to_vec(),
+            permits_key: self.state_keys()[1].to_vec(),
         })
     }
 
     /// The keys whose writes may free this state's permits: the limiter's hash (named `name`),
-    /// the state's value and its permits.
+    /// the state's value and its permits; a ONEKEY limiter's one key.
     pub fn watched(&self, name: &[u8]) -> [Vec<u8>; 3] {
-        [
-            name.to_vec(),
-            self.state.value.name().to_vec(),
-            self.state.permits.name().to_vec(),
-        ]
+        let [value, permits] = self.state_keys();
+        [name.to_vec(), value.to_vec(), permits.to_vec()]
     }
 
     /// Whether it acts on a state sharing a key with `other`'s: limiters whose names derive the
     /// same keys (`a` and `{a}`, or a client id that makes one name's keys another's).
     pub fn shares_state_with(&self, other: &Self) -> bool {
-        let mine = [self.state.value.name(), self.state.permits.name()];
-        let theirs = [other.state.value.name(), other.state.permits.name()];
-        mine.iter().any(|key| theirs.contains(key))
+        let theirs = other.state_keys();
+        self.state_keys().iter().any(|key| theirs.contains(key))
+    }
+
+    /// The keys holding the state: the value and the permits; a ONEKEY limiter's key twice.
+    fn state_keys(&self) -> [&[u8]; 2] {
+        match &self.state {
+            Stored::Keys(state) => [state.value.name(), state.permits.name()],
+            Stored::Packed(_) => [self.name, self.name],
+        }
     }
 }
 
@@ -97,7 +103,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
                 creates: false,
             }),
             (None, create) => {
-                self.refuse_split(&[&self.hash])?;
+                // A ONEKEY limiter is its one key: nothing of it can be split off.
+                if create.is_none_or(|config| config.mode != Mode::OneKey) {
+                    self.refuse_split(&[&self.hash])?;
+                }
                 let config = create.ok_or(Error::NotInitialized)?;
                 Ok(Configuration {
                     config: *config,
@@ -116,6 +125,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         Ok(Resolved {
             state: self.state(&configuration.config, client)?,
             configuration,
+            name: self.name,
             db: self.db,
             id: OnceCell::new(),
         })

@@ -1,11 +1,13 @@
 //! SETRATE: writing a limiter's configuration, with NX / XX and KEEPSTATE.
 
 use super::config::{mode_of, type_field};
+use super::open::refuse_cross_slot;
 use super::ttl::expiry_in;
 use super::LimiterKeys;
 use crate::error::Error;
-use crate::key::{Effect, OpenMode, Writable};
+use crate::key::{Effect, KeyType, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
+use crate::packed_log::PackedLog;
 use crate::sliding_log::{self, Config, Mode};
 
 /// What SETRATE was asked to do; built by `commands::setrate`.
@@ -33,6 +35,22 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         M: Writable,
     {
         let config = &change.config;
+        match (config.mode == Mode::OneKey, self.hash.key_type()) {
+            (true, KeyType::Hash) | (false, KeyType::String) => {
+                // A string that holds no limiter is an error of its own.
+                self.packed_config()?;
+                // NX leaves any limiter that exists as it is; the others would change its form.
+                if change.condition == Some(Condition::IfAbsent) {
+                    return Ok(0);
+                }
+                return Err(Error::FormChange {
+                    key: self.name.to_vec(),
+                    one_key: config.mode != Mode::OneKey,
+                });
+            }
+            (true, _) => return self.set_rate_packed(change, now),
+            (false, _) => refuse_cross_slot(self.name)?,
+        }
         let fields = self.fields();
         let new_type = type_field(config.mode);
         let rate = config.rate.to_string();
@@ -84,7 +102,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
             None => None,
         };
         let target = match config.mode {
-            Mode::Overall => Some(&overall),
+            Mode::Overall | Mode::OneKey => Some(&overall),
             Mode::PerClient => client.as_ref(),
         };
         let keep = match target {
@@ -139,6 +157,47 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
                 }
             }
         }
+        Ok(1)
+    }
+}
+
+impl<M: OpenMode> LimiterKeys<'_, M> {
+    /// SETRATE of a ONEKEY limiter, whose key is absent or holds one: its configuration and
+    /// log written whole. KEEPSTATE keeps the log, under the new configuration; otherwise the
+    /// log starts empty, under a new epoch.
+    fn set_rate_packed(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error>
+    where
+        M: Writable,
+    {
+        let existing = self.take_packed()?;
+        match (change.condition, existing.is_some()) {
+            (Some(Condition::IfAbsent), true) | (Some(Condition::IfExists), false) => return Ok(0),
+            _ => {}
+        }
+        let config = change.config;
+        let log = match existing {
+            Some(old) => {
+                let keep = if change.keep_state {
+                    Some(
+                        sliding_log::keep_state(
+                            Some((old.config(), None)),
+                            config.rate,
+                            config.interval,
+                            &old,
+                            now,
+                        )
+                        .map_err(|never| match never {})?,
+                    )
+                } else {
+                    None
+                };
+                let mut log = old;
+                log.reconfigure(config, keep, rand::random());
+                log
+            }
+            None => PackedLog::new(config, rand::random()),
+        };
+        self.write_packed(&log, true, 0);
         Ok(1)
     }
 }

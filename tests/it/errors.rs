@@ -507,7 +507,13 @@ fn wrongtype_when_the_hash_holds_another_type() {
     populated(&mut con);
     line::<()>(&mut con, "SET str hello").unwrap();
     line::<()>(&mut con, "RPUSH lst a b").unwrap();
-    for key in ["str", "lst"] {
+    for (key, expected) in [
+        (
+            "str",
+            "WRONGTYPE key 'str' holds a string that is not a ONEKEY rate limiter",
+        ),
+        ("lst", WRONGTYPE),
+    ] {
         for cmd in [
             format!("RATELIMIT.SETRATE {key} 10 1000"),
             format!("RATELIMIT.SETRATE {key} 10 1000 NX"),
@@ -523,8 +529,10 @@ fn wrongtype_when_the_hash_holds_another_type() {
             format!("RATELIMIT.EXPIRE {key} 1000"),
             format!("RATELIMIT.EXPIRE {key} 0"),
             format!("RATELIMIT.PERSIST {key}"),
+            format!("RATELIMIT.SETRATE {key} 10 1000 ONEKEY"),
+            format!("RATELIMIT.SETRATE {key} 10 1000 ONEKEY NX"),
         ] {
-            fails_with(&mut server, &mut con, &cmd, WRONGTYPE);
+            fails_with(&mut server, &mut con, &cmd, expected);
         }
     }
 }
