@@ -37,9 +37,10 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         let config = &change.config;
         match (config.mode == Mode::OneKey, self.hash.key_type()) {
             (true, KeyType::Hash) | (false, KeyType::String) => {
+                // A string that is no ONEKEY limiter (a GCRA key, text) is not one to keep.
+                self.packed()?;
                 // NX leaves any limiter that exists as it is; the others would change its form.
                 if change.condition == Some(Condition::IfAbsent) {
-                    self.packed()?;
                     return Ok(0);
                 }
                 return Err(Error::FormChange {
