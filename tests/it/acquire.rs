@@ -69,7 +69,7 @@ fn acquires_at_once_when_it_can_and_errors_come_at_once() {
         ),
         (
             "RATELIMIT.ACQUIRE plain TIMEOUT 0",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE key 'plain' holds a string that is not a ONEKEY rate limiter",
         ),
     ] {
         assert_eq!(error_of(&mut con, command), expected, "{command}");

@@ -303,7 +303,7 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
         ),
         (
             "RATELIMIT.ALLOWALL 2 {u}:a {u}:str",
-            "WRONGTYPE Operation against a key holding the wrong kind of value (limiter '{u}:str')",
+            "WRONGTYPE key '{u}:str' holds a string that is not a ONEKEY rate limiter",
         ),
         (
             "RATELIMIT.ALLOWALL 2 {u}:a {u}:pc",

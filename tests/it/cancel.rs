@@ -307,7 +307,7 @@ fn errors_name_the_problem_and_write_nothing() {
         ),
         (
             "RATELIMIT.CANCEL plain t".to_string(),
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE key 'plain' holds a string that is not a ONEKEY rate limiter",
         ),
         (
             "RATELIMIT.CANCEL nope t".to_string(),
