@@ -291,7 +291,7 @@ fn redis_call_raises_the_error_and_redis_pcall_returns_it() {
         ("RATELIMIT.ACQUIRE api 1 BOGUS", "ERR syntax error"),
         (
             "RATELIMIT.RELEASE str 1",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE key 'str' holds a string that is not a ONEKEY rate limiter",
         ),
     ] {
         let before = snapshot(&mut con);
