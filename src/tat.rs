@@ -7,6 +7,7 @@ use redis_module::Context;
 use crate::error::Error;
 use crate::gcra::TatWrite;
 use crate::key::{Effect, Key, KeyType, Write};
+use crate::packed_log::PackedLog;
 
 pub struct TatKey<'c> {
     key: Key<'c, Write>,
@@ -20,7 +21,8 @@ impl<'c> TatKey<'c> {
     }
 
     /// The stored TAT, read by `parse`; None when there is no key, or its expiry has passed on
-    /// the module's clock. A key of another type is `WRONGTYPE`.
+    /// the module's clock. A key of another type is `WRONGTYPE`, and so is a ONEKEY sliding-log
+    /// limiter's string: its bytes are no TAT, and `parse` would call them corrupt.
     ///
     /// `frozen_at` is the module's clock when it is not the server's (the debug clock): then it
     /// decides a key's expiry as the server's clock decides a lookup (a key counts while now is
@@ -42,7 +44,13 @@ impl<'c> TatKey<'c> {
             }
         }
         self.key
-            .read_string(parse)
+            .read_string(|bytes| {
+                if PackedLog::is_packed(bytes) {
+                    Err(Error::WrongType)
+                } else {
+                    parse(bytes)
+                }
+            })
             .unwrap_or(Err(Error::WrongType))
             .map(Some)
     }

@@ -15,6 +15,8 @@ use ratelimit::commands::{
 };
 use ratelimit::keyspace::{self, StateKeys};
 use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
+use ratelimit::packed_log::PackedLog;
+use ratelimit::sliding_log::{self, Reset};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&separator, rest)) = data.split_first() else {
@@ -64,6 +66,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // Whatever a key holds, reading it as a TAT never panics.
     let _ = gcraallow::stored_tat(rest);
+    // Nor as a ONEKEY limiter's state: the whole input, and each argument.
+    for bytes in std::iter::once(rest).chain(words.iter().copied()) {
+        onekey_state(bytes);
+    }
     let _ = args::parse_double(rest);
     let _ = stats::parse(&words);
     if let Ok(count) = toprefused::parse(&words) {
@@ -200,6 +206,36 @@ fuzz_target!(|data: &[u8]| {
         assert!(keyspace::hash_slot(word) < 16384);
     }
 });
+
+/// A ONEKEY state decodes only from bytes that start with its magic, in range, and reads back
+/// the same once encoded; the sliding log's plans run over it at any clock, and what they
+/// leave encodes and decodes again.
+fn onekey_state(bytes: &[u8]) {
+    let Ok(log) = PackedLog::decode(bytes) else {
+        return;
+    };
+    assert!(PackedLog::is_packed(bytes));
+    let config = *log.config();
+    assert!((0..=MAX_PERMITS).contains(&config.rate));
+    assert!((1..=MAX_DURATION_MS).contains(&config.interval));
+    assert!((1..=config.interval).contains(&config.precision));
+    assert!(
+        config.keep_alive == 0 || (config.interval..=MAX_DURATION_MS).contains(&config.keep_alive)
+    );
+    assert_eq!(PackedLog::decode(&log.encode()).as_ref(), Ok(&log));
+    for now in [0, 1_800_000_000_000, MAX_DURATION_MS, i64::MAX / 4] {
+        let mut next = log.clone();
+        match sliding_log::try_acquire(&config, None, &next, now, 1, Reset::Wanted) {
+            Ok(plan) => next.apply_acquire(&plan),
+            Err(never) => match never {},
+        }
+        match sliding_log::release(&config, None, &next, now, 2) {
+            Ok(plan) => next.apply_release(&plan),
+            Err(never) => match never {},
+        }
+        assert_eq!(PackedLog::decode(&next.encode()).as_ref(), Ok(&next));
+    }
+}
 
 /// The keyspace contract's rule, written independently of the decoder: 8 bytes (`fI`),
 /// `1 + byte0 + 4` (`Bc0I`) or `8 + u64le(bytes 0..8) + 4` (`Lc0I`).

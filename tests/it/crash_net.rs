@@ -1,8 +1,9 @@
 //! Every command, with every option, on every kind of key state a limiter can be in: missing,
 //! fresh, used, full, a key of it missing, expired, carrying TTLs, PER_CLIENT, keys of the wrong
-//! type, bytes written by someone else. The server must stay up through all of them (a module
-//! crash takes it down: since Redis 8.2 an expire getter on a missing key does), each reply must
-//! be a reply or a clean error, and a command that fails must have written nothing.
+//! type, bytes written by someone else, ONEKEY limiters and strings posing as one. The server
+//! must stay up through all of them (a module crash takes it down: since Redis 8.2 an expire
+//! getter on a missing key does), each reply must be a reply or a clean error, and a command
+//! that fails must have written nothing.
 //!
 //! Run on every server CI tests (`REDIS_SERVER=...`). To cover a new command, add its argument
 //! vectors to [`COMMANDS`]; a new kind of state, to [`STATES`].
@@ -207,6 +208,79 @@ const STATES: &[State] = &[
         &["GCRA lim 5 10 60", "CL.THROTTLE {lim}:value 5 10 60"],
     ),
     ("GCRA foreign value", &["SET lim -5", "SET {lim}:value abc"]),
+    ("onekey fresh", &["RATELIMIT.SETRATE lim 5 1000 ONEKEY"]),
+    (
+        "onekey used",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY PRECISION 10",
+            "RATELIMIT.TRYACQUIRE lim 3",
+            "RATELIMIT.DEBUG ADVANCE 10",
+            "RATELIMIT.TRYACQUIRE lim 1",
+        ],
+    ),
+    (
+        "onekey full with keepalive",
+        &[
+            "RATELIMIT.SETRATE lim 2 1000 ONEKEY KEEPALIVE 5000",
+            "RATELIMIT.TRYACQUIRE lim 2",
+        ],
+    ),
+    (
+        "onekey log expired",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 3",
+            "RATELIMIT.DEBUG ADVANCE 5000",
+        ],
+    ),
+    (
+        "onekey with a TTL",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 2",
+            "PEXPIRE lim 100000",
+        ],
+    ),
+    (
+        "onekey debt after a lowered rate",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 5",
+            "RATELIMIT.SETRATE lim 2 1000 KEEPSTATE ONEKEY",
+        ],
+    ),
+    (
+        "onekey byte changed",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 1",
+            "SETRANGE lim 4 \\x00",
+        ],
+    ),
+    (
+        "onekey appended",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 1",
+            "APPEND lim x",
+        ],
+    ),
+    ("onekey truncated", &["SET lim \\xf5L\\x01"]),
+    (
+        "onekey unknown version",
+        &["SET lim \\xf5L\\x09\\x05\\x01\\x01\\x00\\x00\\x00\\x00\\x00\\x12\\x34"],
+    ),
+    ("onekey magic, then text", &["SET lim \\xf5Lhello"]),
+    (
+        "onekey beside a three-key state left behind",
+        &[
+            "RATELIMIT.SETRATE lim 5 1000",
+            "RATELIMIT.TRYACQUIRE lim 2",
+            "DEL lim",
+            "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+            "RATELIMIT.TRYACQUIRE lim 1",
+        ],
+    ),
     (
         "redis_rate's value",
         &["SET lim 316771200.20612 PX 5000", "SET {lim}:value 3.1e+08"],
@@ -229,6 +303,11 @@ const COMMANDS: &[&str] = &[
     "RATELIMIT.SETRATE lim 5 1000 OVERALL CLIENT c1",
     "RATELIMIT.SETRATE lim 0 1000",
     "RATELIMIT.SETRATE lim 5 1000 NX XX",
+    "RATELIMIT.SETRATE lim 5 1000 ONEKEY",
+    "RATELIMIT.SETRATE lim 5 1000 ONEKEY NX",
+    "RATELIMIT.SETRATE lim 3 2000 ONEKEY XX KEEPSTATE PRECISION 100",
+    "RATELIMIT.SETRATE lim 5 1000 ONEKEY KEEPALIVE 2000 CLIENT c1",
+    "RATELIMIT.SETRATE lim 5 1000 ONEKEY PER_CLIENT",
     "RATELIMIT.TRYACQUIRE lim",
     "RATELIMIT.TRYACQUIRE lim 2",
     "RATELIMIT.TRYACQUIRE lim 1 CLIENT c1",
@@ -238,6 +317,9 @@ const COMMANDS: &[&str] = &[
     "RATELIMIT.ACQUIRE lim 1 TIMEOUT 1",
     "RATELIMIT.ACQUIRE lim 1 TIMEOUT 1 CLIENT c1",
     "RATELIMIT.ACQUIRE lim 1 TIMEOUT 1 RATE 5 1000 KEEPALIVE 2000",
+    "RATELIMIT.ACQUIRE lim 1 TIMEOUT 1 RATE 5 1000 ONEKEY KEEPALIVE 2000",
+    "RATELIMIT.TRYACQUIRE lim 1 RATE 5 1000 ONEKEY",
+    "RATELIMIT.ALLOW lim 1 RATE 5 1000 ONEKEY PRECISION 10",
     "RATELIMIT.ACQUIRE lim 1 TIMEOUT 1 TICKET t1",
     "RATELIMIT.ACQUIRE lim 2 TIMEOUT 1 CLIENT c1 TICKET t2",
     "RATELIMIT.CANCEL lim t1",

@@ -28,11 +28,10 @@ const COMMANDS: [&str; 18] = [
     "ratelimit.gcraallow",
 ];
 
-/// `[RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms] [PRECISION ms]]` as
-/// rendered.
+/// `[RATE rate interval [OVERALL | PER_CLIENT | ONEKEY] [KEEPALIVE ms]]` as rendered.
 const RATE: &str = "[RATE create(block: rate(integer) | interval(integer) | \
     [mode(oneof: OVERALL overall(pure-token) | PER_CLIENT per_client(pure-token) | \
-     ONEKEY onekey(pure-token))] | \
+    ONEKEY onekey(pure-token))] | \
     [KEEPALIVE ms(integer)] | [PRECISION precision(integer)])]";
 
 fn text(value: &Value) -> String {
@@ -137,7 +136,7 @@ fn command_docs_describe_every_command_and_its_argument_tree() {
             "ratelimit.setrate",
             "key(key #0) rate(integer) interval(integer) \
              [mode(oneof: OVERALL overall(pure-token) | PER_CLIENT per_client(pure-token) | \
-     ONEKEY onekey(pure-token))] \
+             ONEKEY onekey(pure-token))] \
              [KEEPALIVE ms(integer)] [PRECISION precision(integer)] \
              [condition(oneof: NX nx(pure-token) | XX xx(pure-token))] \
              [KEEPSTATE keepstate(pure-token)] [CLIENT id(string)]",

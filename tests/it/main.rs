@@ -29,6 +29,7 @@ mod middleware;
 mod module_config;
 mod names;
 mod observe;
+mod onekey;
 mod oom;
 mod operations;
 mod peek;

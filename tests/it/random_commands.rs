@@ -26,8 +26,11 @@ const MAX_PROBLEMS: usize = 12;
 // ---- the planted dataset ------------------------------------------------------------------------
 
 /// Limiters with sane state, which the commands mostly hit so that state really changes.
-const GOOD_NAMES: [&[u8]; 9] = [
+const GOOD_NAMES: [&[u8]; 12] = [
     b"k0",
+    b"one0",
+    b"one1",
+    b"x{one",
     b"k1",
     b"k2",
     b"pc0",
@@ -39,10 +42,36 @@ const GOOD_NAMES: [&[u8]; 9] = [
 ];
 
 /// Limiters whose keys hold something this module did not write.
-const CORRUPT_NAMES: [&[u8]; 25] = [
-    b"wt-h", b"wt-v", b"wt-p", b"wt-c", b"bad-r", b"bad-i", b"bad-k", b"part", b"bad-t", b"huge-r",
-    b"zero-r", b"max-cfg", b"bad-v", b"big-v", b"neg-v", b"empty-v", b"bad-m", b"trunc-m",
-    b"empty-m", b"inf-m", b"max-m", b"fut-m", b"frac-m", b"long-id", b"pc-bad",
+const CORRUPT_NAMES: [&[u8]; 29] = [
+    b"wt-h",
+    b"wt-v",
+    b"wt-p",
+    b"wt-c",
+    b"bad-r",
+    b"bad-i",
+    b"bad-k",
+    b"part",
+    b"bad-t",
+    b"huge-r",
+    b"zero-r",
+    b"max-cfg",
+    b"bad-v",
+    b"big-v",
+    b"neg-v",
+    b"empty-v",
+    b"bad-m",
+    b"trunc-m",
+    b"empty-m",
+    b"inf-m",
+    b"max-m",
+    b"fut-m",
+    b"frac-m",
+    b"long-id",
+    b"pc-bad",
+    b"one-byte",
+    b"one-cut",
+    b"one-text",
+    b"one-gcra",
 ];
 
 const CLIENTS: [&[u8]; 7] = [
@@ -87,8 +116,10 @@ const WEIRD_NUMBERS: [&[u8]; 27] = [
     b"9007199254740991",
 ];
 
-const TOKENS: [&[u8]; 23] = [
+const TOKENS: [&[u8]; 25] = [
     b"OVERALL",
+    b"ONEKEY",
+    b"onekey",
     b"PER_CLIENT",
     b"KEEPALIVE",
     b"NX",
@@ -162,6 +193,14 @@ fn plant(con: &mut Connection, rng: &mut Rng, now: i64, odd: &[Vec<u8>]) {
     );
     ok(con, &[b"RATELIMIT.TRYACQUIRE", b"\xff\xfe\x00k", b"3"]);
     ok(con, &[b"RATELIMIT.SETRATE", b"", b"2", b"1000"]);
+    // ONEKEY limiters: one with a log, one with a keep-alive, one whose name has a brace.
+    okl(con, "RATELIMIT.SETRATE one0 5 1000 ONEKEY PRECISION 10");
+    okl(con, "RATELIMIT.TRYACQUIRE one0 3");
+    okl(
+        con,
+        "RATELIMIT.SETRATE one1 3 60000 ONEKEY KEEPALIVE 3600000",
+    );
+    okl(con, "RATELIMIT.SETRATE x{one 4 100 ONEKEY");
     for name in odd {
         ok(con, &[b"RATELIMIT.SETRATE", name, b"3", b"250"]);
     }
@@ -272,6 +311,28 @@ fn plant(con: &mut Connection, rng: &mut Rng, now: i64, odd: &[Vec<u8>]) {
     long.extend([7u8; 255]);
     long.extend_from_slice(&3u32.to_le_bytes());
     ok(con, &[b"ZADD", b"{long-id}:permits", nowb, &long]);
+
+    // ONEKEY keys changed by hand: a byte, cut short, text after the magic, a GCRA key's TAT.
+    for name in ["one-byte", "one-cut"] {
+        okl(con, &format!("RATELIMIT.SETRATE {name} 5 1000 ONEKEY"));
+        okl(con, &format!("RATELIMIT.TRYACQUIRE {name} 2"));
+    }
+    let at = (5 + rng.index(8)).to_string();
+    let byte = [rng.next() as u8];
+    ok(con, &[b"SETRANGE", b"one-byte", at.as_bytes(), &byte]);
+    let len = (rng.index(12)).to_string();
+    ok(
+        con,
+        &[
+            b"EVAL",
+            b"redis.call('SET', KEYS[1], string.sub(redis.call('GET', KEYS[1]), 1, ARGV[1]))",
+            b"1",
+            b"one-cut",
+            len.as_bytes(),
+        ],
+    );
+    ok(con, &[b"SET", b"one-text", b"\xf5Lhello"]);
+    ok(con, &[b"SET", b"one-gcra", b"1800000000206000"]);
 
     okl(con, "RATELIMIT.SETRATE pc-bad 5 1000 PER_CLIENT");
     ok(con, &[b"ZADD", b"{pc-bad}:permits:c1", past, b"\x05ab"]);
@@ -401,7 +462,7 @@ impl Gen<'_> {
         words.push(self.from(&[b"1", b"3", b"10", b"0", b"-2"]));
         words.push(self.from(&[b"10", b"1000", b"60000", b"0", b"x"]));
         if self.rng.one_in(3) {
-            words.push(self.from(&[b"PER_CLIENT", b"overall", b"per_client"]));
+            words.push(self.from(&[b"PER_CLIENT", b"overall", b"per_client", b"ONEKEY"]));
         }
         if self.rng.one_in(3) {
             words.push(b"KEEPALIVE".to_vec());
@@ -466,9 +527,10 @@ impl Gen<'_> {
                 words.push(self.from(&[b"1", b"2", b"3", b"5", b"10", b"4294967295"]));
                 words.push(self.from(&[b"1", b"10", b"100", b"1000", b"60000", b"3153600000000"]));
                 let mut options: Vec<Vec<Vec<u8>>> = Vec::new();
-                match self.rng.index(3) {
+                match self.rng.index(4) {
                     0 => options.push(vec![b"OVERALL".to_vec()]),
                     1 => options.push(vec![b"PER_CLIENT".to_vec()]),
+                    2 => options.push(vec![b"ONEKEY".to_vec()]),
                     _ => {}
                 }
                 if self.rng.one_in(4) {
