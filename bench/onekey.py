@@ -24,18 +24,21 @@ No third-party code is stored in this repository: the scripts are read where the
 installed.
 
 Parts (PARTS=cpu,instructions,memory,profile picks):
-1. cpu: server CPU per call (INFO commandstats usec / calls) on one hot key and on SIZES keys
-   (200 000 and 1 000 000) called at random, the real clock. Before the rounds of a size every
-   contender's N keys are created in the server (a Lua loop running each contender's own call,
-   chunk by chunk, all contenders interleaved so their keys are the same age), except GCRA's
-   (a GCRA key of this limit expires 0.6 s after its call: at random, every GCRA call creates
-   its key, as it would in production). ROUNDS rounds of CALLS pipelined calls per contender,
-   the contenders' order rotated each round, every reply checked; medians reported.
+1. cpu: server CPU per call on one hot key and on SIZES keys (200 000 and 1 000 000) called at
+   random, the real clock; the limits contender is left out (the issue's five are measured).
+   Before the rounds of a size every contender's N keys are made in the server, each holding
+   the state its first call leaves (one made by the contender's own call, then COPYed; see
+   create_limiters), except GCRA's (a GCRA key of this limit expires 0.6 s after its call: at
+   random, every GCRA call creates its key, as it would in production). ROUNDS rounds of CALLS
+   pipelined calls per contender, the order rotated each round, every reply checked. Two
+   figures: INFO commandstats usec / calls (wall time in the command) and the main thread's
+   CPU (INFO cpu) across the phase / calls (whole server, preemption left out: the one to read
+   on a loaded machine). Medians of the rounds, and of each round's onekey/contender ratio.
 2. instructions: a server of its own under callgrind (collecting only inside the module's
-   command dispatcher and EVALSHA), the same hot key and SIZES_CG keys at random, 2 000 calls
-   per contender: instructions per call inside the command.
+   command dispatcher and EVALSHA), the same hot key and SIZES_CG (20 000) keys at random,
+   CG_CALLS (2 000) calls per contender: instructions per call inside the command.
 3. memory: the same server as part 1, on the module's debug clock (RATELIMIT.DEBUG SETCLOCK,
-   ADVANCE): K limiters of 100 a minute each given E grants spread evenly over the window
+   ADVANCE): MEM_KEYS (2 000) limiters of 100 a minute each given E grants spread evenly over the window
    (1, 10, 50, 100); MEMORY USAGE ... SAMPLES 0 of one limiter's keys, and used_memory grown
    per limiter. Then ONEKEY at rates up to 1 000 000 a minute with a grant every 100 ms for two
    windows: its size stays bounded by interval / precision.
