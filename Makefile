@@ -512,7 +512,8 @@ bench-python: release $(PYTHON_VENV)/.installed
 ## packages at run time; Redisson's as bench/tryacquire.lua), on one server in one run: server CPU
 ## per call (hot key, 200 000 and 1 000 000 keys at random), instructions per call (callgrind),
 ## memory per limiter, and where ONEKEY's instructions go (bench/onekey.py, bench/README.md).
-## About 4 minutes; PARTS=cpu,instructions,memory,profile picks parts. Also run by `make bench`.
+## 5.5 min on 2 cores at a load average of 11-21 (9 min at 30-35), most of it making the
+## 1 000 000 limiters; PARTS=cpu,instructions,memory,profile picks parts. Also run by `make bench`.
 .PHONY: bench-onekey
 bench-onekey: release deps-node $(PYTHON_VENV)/.installed
 	$(call install_missing,$(BENCH_NEEDS))
