@@ -27,6 +27,8 @@
 #               through the real redis_exporter and Prometheus (monitoring/)
 #   make bench  the module against the equivalent Lua script and plain INCR, side by side
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
+#   make bench-onekey  the ONEKEY form against three keys, GCRA and the fixed-window, Redisson's and
+#               limits' scripts: CPU, instructions and memory per limiter (bench/onekey.py)
 #   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
 #   make test-node-valkey9  the same against Valkey 9.1.2 (../shared/servers)
 #   make dist-node  the Node package's npm tarball, in target/dist/
@@ -332,6 +334,7 @@ bench: release
 	RATELIMIT_MODULE="$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")" REDIS_SERVER="$(REDIS_SERVER)" \
 		cargo run --release --example bench -- $(BENCH_ARGS)
 	$(MAKE) bench-stats
+	$(MAKE) bench-onekey
 
 ## What the counting per group and the most-refused sketch cost: ratelimit.stats yes against no
 ## on one server, hot limiter and 200 000 at random, grant and refusal, time and instructions
@@ -503,3 +506,17 @@ bench-python: release $(PYTHON_VENV)/.installed
 	@server="$$(.ci/fetch-shared valkey9)" && \
 		PYTHONPATH=python/src RATELIMIT_MODULE="$(CURDIR)/$(MODULE_RELEASE)" \
 		$(PYTHON_VENV)/bin/python python/bench.py "$(REDIS_SERVER)" "$$server"
+
+## The ONEKEY form (issue 29) beside the three-key form, the module's GCRA and the scripts users
+## run today (rate-limit-redis's fixed window and limits' moving window, read from their installed
+## packages at run time; Redisson's as bench/tryacquire.lua), on one server in one run: server CPU
+## per call (hot key, 200 000 and 1 000 000 keys at random), instructions per call (callgrind),
+## memory per limiter, and where ONEKEY's instructions go (bench/onekey.py, bench/README.md).
+## 5.5 min on 2 cores at a load average of 11-21 (9 min at 30-35), most of it making the
+## 1 000 000 limiters; PARTS=cpu,instructions,memory,profile picks parts. Also run by `make bench`.
+.PHONY: bench-onekey
+bench-onekey: release deps-node $(PYTHON_VENV)/.installed
+	$(call install_missing,$(BENCH_NEEDS))
+	@"$(REDIS_SERVER)" --version
+	$(PYTHON_VENV)/bin/python bench/onekey.py "$(REDIS_SERVER)" \
+		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"
