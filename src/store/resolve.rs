@@ -98,7 +98,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             }),
             (None, create) => {
                 self.refuse_split(&[&self.hash])?;
-                let config = create.ok_or(Error::NotInitialized)?;
+                let config = create.ok_or_else(|| Error::not_initialized(self.name))?;
                 Ok(Configuration {
                     config: *config,
                     creates: true,
