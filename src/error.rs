@@ -289,7 +289,9 @@ mod tests {
     #[test]
     fn errors_of_one_limiter_of_several_name_it() {
         assert_eq!(
-            Error::not_initialized(b"day").of_limiter(b"day").to_string(),
+            Error::not_initialized(b"day")
+                .of_limiter(b"day")
+                .to_string(),
             "ERR RateLimiter is not initialized (limiter 'day')"
         );
         let derived = Error::WrongTypeDerived {

@@ -198,43 +198,22 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
             "RATELIMIT.SETRATE api 10 1000 FAST",
             "unknown option 'FAST'",
         ),
-        (
-            "RATELIMIT.SETRATE api 10 1000 10",
-            "unknown option '10'",
-        ),
+        ("RATELIMIT.SETRATE api 10 1000 10", "unknown option '10'"),
         (
             "RATELIMIT.SETRATE api 10 1000 OVERALL KEEPSTATE XX CLIENT c1 junk",
             "unknown option 'junk'",
         ),
         // TRYACQUIRE: a word where permits go that is no number is read as an option.
-        (
-            "RATELIMIT.TRYACQUIRE login abc",
-            "unknown option 'abc'",
-        ),
-        (
-            "RATELIMIT.TRYACQUIRE api 1 2",
-            "unknown option '2'",
-        ),
-        (
-            "RATELIMIT.TRYACQUIRE api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.TRYACQUIRE api 1 FOO",
-            "unknown option 'FOO'",
-        ),
+        ("RATELIMIT.TRYACQUIRE login abc", "unknown option 'abc'"),
+        ("RATELIMIT.TRYACQUIRE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.TRYACQUIRE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.TRYACQUIRE api 1 FOO", "unknown option 'FOO'"),
         (
             "RATELIMIT.TRYACQUIRE api TIMEOUT 10",
             "unknown option 'TIMEOUT'",
         ),
-        (
-            "RATELIMIT.TRYACQUIRE api CLIENT",
-            "CLIENT needs a value",
-        ),
-        (
-            "RATELIMIT.TRYACQUIRE api 1 CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.TRYACQUIRE api CLIENT", "CLIENT needs a value"),
+        ("RATELIMIT.TRYACQUIRE api 1 CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.TRYACQUIRE api CLIENT a CLIENT b",
             "CLIENT specified multiple times",
@@ -272,67 +251,31 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
             "unknown option 'NX'",
         ),
         // ACQUIRE
-        (
-            "RATELIMIT.ACQUIRE api 1 2",
-            "unknown option '2'",
-        ),
-        (
-            "RATELIMIT.ACQUIRE api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.ACQUIRE api 1 TIMEOUT",
-            "TIMEOUT needs a value",
-        ),
+        ("RATELIMIT.ACQUIRE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.ACQUIRE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.ACQUIRE api 1 TIMEOUT", "TIMEOUT needs a value"),
         (
             "RATELIMIT.ACQUIRE api TIMEOUT 10 TIMEOUT 10",
             "TIMEOUT specified multiple times",
         ),
-        (
-            "RATELIMIT.ACQUIRE api TIMEOUT 10 10",
-            "unknown option '10'",
-        ),
-        (
-            "RATELIMIT.ACQUIRE api CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.ACQUIRE api TIMEOUT 10 10", "unknown option '10'"),
+        ("RATELIMIT.ACQUIRE api CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.ACQUIRE api CLIENT a CLIENT b",
             "CLIENT specified multiple times",
         ),
-        (
-            "RATELIMIT.ACQUIRE api TICKET",
-            "TICKET needs a value",
-        ),
+        ("RATELIMIT.ACQUIRE api TICKET", "TICKET needs a value"),
         (
             "RATELIMIT.ACQUIRE api TICKET a TICKET a",
             "TICKET specified multiple times",
         ),
         // ALLOW, PEEK and ALLOWALL
-        (
-            "RATELIMIT.ALLOW api 1 2",
-            "unknown option '2'",
-        ),
-        (
-            "RATELIMIT.ALLOW api TIMEOUT 10",
-            "unknown option 'TIMEOUT'",
-        ),
-        (
-            "RATELIMIT.PEEK api RATE 10 1000",
-            "unknown option 'RATE'",
-        ),
-        (
-            "RATELIMIT.PEEK api CLIENT",
-            "CLIENT needs a value",
-        ),
-        (
-            "RATELIMIT.ALLOWALL 1 api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.ALLOWALL 1 api PERMITS",
-            "PERMITS needs a value",
-        ),
+        ("RATELIMIT.ALLOW api 1 2", "unknown option '2'"),
+        ("RATELIMIT.ALLOW api TIMEOUT 10", "unknown option 'TIMEOUT'"),
+        ("RATELIMIT.PEEK api RATE 10 1000", "unknown option 'RATE'"),
+        ("RATELIMIT.PEEK api CLIENT", "CLIENT needs a value"),
+        ("RATELIMIT.ALLOWALL 1 api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.ALLOWALL 1 api PERMITS", "PERMITS needs a value"),
         (
             "RATELIMIT.ALLOWALL 1 api PERMITS 1 permits 1",
             "PERMITS specified multiple times",
@@ -342,74 +285,38 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
             "CLIENT specified multiple times",
         ),
         // AVAILABLE
-        (
-            "RATELIMIT.AVAILABLE api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.AVAILABLE api 1",
-            "unknown option '1'",
-        ),
-        (
-            "RATELIMIT.AVAILABLE api CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.AVAILABLE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.AVAILABLE api 1", "unknown option '1'"),
+        ("RATELIMIT.AVAILABLE api CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.AVAILABLE api CLIENT a CLIENT b",
             "CLIENT specified multiple times",
         ),
         // RELEASE
-        (
-            "RATELIMIT.RELEASE api 1 FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.RELEASE api 1 2",
-            "unknown option '2'",
-        ),
-        (
-            "RATELIMIT.RELEASE api 1 CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.RELEASE api 1 FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.RELEASE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.RELEASE api 1 CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.RELEASE pc 1 CLIENT c1 CLIENT c2",
             "CLIENT specified multiple times",
         ),
         // CANCEL
-        (
-            "RATELIMIT.CANCEL api t FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.CANCEL api t 1",
-            "unknown option '1'",
-        ),
-        (
-            "RATELIMIT.CANCEL api t CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.CANCEL api t FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.CANCEL api t 1", "unknown option '1'"),
+        ("RATELIMIT.CANCEL api t CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.CANCEL pc t CLIENT c1 CLIENT c2",
             "CLIENT specified multiple times",
         ),
         // DELETE
-        (
-            "RATELIMIT.DELETE api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.DELETE api CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.DELETE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.DELETE api CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.DELETE api CLIENT a CLIENT b",
             "CLIENT specified multiple times",
         ),
         // EXPIRE
-        (
-            "RATELIMIT.EXPIRE api 1000 FOO",
-            "unknown option 'FOO'",
-        ),
+        ("RATELIMIT.EXPIRE api 1000 FOO", "unknown option 'FOO'"),
         (
             "RATELIMIT.EXPIRE api 1000 NX NX",
             "NX specified multiple times",
@@ -426,52 +333,25 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
             "RATELIMIT.EXPIRE api 1000 LT LT",
             "LT specified multiple times",
         ),
-        (
-            "RATELIMIT.EXPIRE api 1000 CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.EXPIRE api 1000 CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.EXPIRE api 1000 CLIENT a CLIENT b",
             "CLIENT specified multiple times",
         ),
-        (
-            "RATELIMIT.EXPIRE api 1000 1000",
-            "unknown option '1000'",
-        ),
+        ("RATELIMIT.EXPIRE api 1000 1000", "unknown option '1000'"),
         // PERSIST
-        (
-            "RATELIMIT.PERSIST api FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.PERSIST api CLIENT",
-            "CLIENT needs a value",
-        ),
+        ("RATELIMIT.PERSIST api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.PERSIST api CLIENT", "CLIENT needs a value"),
         (
             "RATELIMIT.PERSIST api CLIENT a CLIENT b",
             "CLIENT specified multiple times",
         ),
         // GCRAALLOW and TOPREFUSED
-        (
-            "RATELIMIT.GCRAALLOW g 1 1 1 FOO 1",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.GCRAALLOW g 1 1 1 FOO",
-            "unknown option 'FOO'",
-        ),
-        (
-            "RATELIMIT.GCRAALLOW g 1 1 1 TOKENS",
-            "TOKENS needs a value",
-        ),
-        (
-            "RATELIMIT.GCRAALLOW g 1 1 1 atmost",
-            "ATMOST needs a value",
-        ),
-        (
-            "RATELIMIT.TOPREFUSED 10 20",
-            "unknown option '20'",
-        ),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 FOO 1", "unknown option 'FOO'"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 TOKENS", "TOKENS needs a value"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 atmost", "ATMOST needs a value"),
+        ("RATELIMIT.TOPREFUSED 10 20", "unknown option '20'"),
     ] {
         let error = fails(&mut server, &mut con, text);
         assert!(error.starts_with(SYNTAX), "`{text}`: {error}");
@@ -488,7 +368,11 @@ fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
         "ERR syntax error, unknown option 'a\\x0d\\x0ab\\x27'"
     );
     assert_eq!(
-        fails_words(&mut server, &mut con, &[b"RATELIMIT.AVAILABLE", b"api", &long]),
+        fails_words(
+            &mut server,
+            &mut con,
+            &[b"RATELIMIT.AVAILABLE", b"api", &long]
+        ),
         format!(
             "ERR syntax error, unknown option '{}...(44 more bytes)'",
             "x".repeat(256)
