@@ -36,9 +36,10 @@ impl<'a> Tokens<'a> {
         self.args.get(self.pos).copied()
     }
 
-    /// The argument an option takes; its absence is a syntax error, as in Redis.
-    pub fn value_of_option(&mut self) -> Result<&'a [u8], Error> {
-        self.next_arg().ok_or(Error::Syntax)
+    /// The argument `option` takes; its absence is a syntax error naming the option.
+    pub fn value_of_option(&mut self, option: &'static str) -> Result<&'a [u8], Error> {
+        self.next_arg()
+            .ok_or_else(|| Error::incomplete_option(option, "a value"))
     }
 
     /// The next argument if it is a number (used for optional positional numbers such as
@@ -197,13 +198,30 @@ pub fn client_id(arg: &[u8]) -> Result<&[u8], Error> {
     }
 }
 
-/// Sets an option slot once; a repeated option is a syntax error.
-pub fn set_once<T>(slot: &mut Option<T>, value: T) -> Result<(), Error> {
+/// Sets an option slot once; a repeated option is a syntax error naming it.
+pub fn set_once<T>(slot: &mut Option<T>, value: T, option: &'static str) -> Result<(), Error> {
     if slot.is_some() {
-        return Err(Error::Syntax);
+        return Err(Error::repeated_option(option));
     }
     *slot = Some(value);
     Ok(())
+}
+
+/// Sets the slot of options that exclude each other (`OVERALL | PER_CLIENT`, `NX | XX`), which
+/// keeps the keyword that set it: the same one again is repeated, another one conflicts.
+pub fn set_one_of<T>(
+    slot: &mut Option<(T, &'static str)>,
+    value: T,
+    option: &'static str,
+) -> Result<(), Error> {
+    match slot {
+        None => {
+            *slot = Some((value, option));
+            Ok(())
+        }
+        Some((_, first)) if *first == option => Err(Error::repeated_option(option)),
+        Some((_, first)) => Err(Error::conflicting_options(first, option)),
+    }
 }
 
 #[cfg(test)]
@@ -269,7 +287,35 @@ mod tests {
     #[test]
     fn options_may_be_given_once() {
         let mut slot = None;
-        assert!(set_once(&mut slot, 1).is_ok());
-        assert_eq!(set_once(&mut slot, 2), Err(Error::Syntax));
+        assert!(set_once(&mut slot, 1, "PERMITS").is_ok());
+        assert_eq!(
+            set_once(&mut slot, 2, "PERMITS"),
+            Err(Error::repeated_option("PERMITS"))
+        );
+        assert_eq!(slot, Some(1));
+    }
+
+    #[test]
+    fn exclusive_options_conflict_and_repeat() {
+        let mut slot = None;
+        assert!(set_one_of(&mut slot, 1, "NX").is_ok());
+        assert_eq!(
+            set_one_of(&mut slot, 2, "XX"),
+            Err(Error::conflicting_options("NX", "XX"))
+        );
+        assert_eq!(
+            set_one_of(&mut slot, 1, "NX"),
+            Err(Error::repeated_option("NX"))
+        );
+        assert_eq!(slot, Some((1, "NX")));
+    }
+
+    #[test]
+    fn a_missing_value_names_its_option() {
+        let args: [&[u8]; 0] = [];
+        assert_eq!(
+            Tokens::new(&args).value_of_option("TIMEOUT"),
+            Err(Error::incomplete_option("TIMEOUT", "a value"))
+        );
     }
 }

@@ -12,12 +12,16 @@ use redis_module::RedisError;
 pub enum Error {
     /// Wrong number of arguments; Redis formats the standard message with the command name.
     WrongArity,
-    /// Unknown, repeated or conflicting option.
-    Syntax,
-    /// One of the limiter's keys holds another type.
+    /// Unknown, repeated, conflicting or incomplete option: Redis's `syntax error`, saying which.
+    Syntax(Syntax),
+    /// The limiter's hash (the command's own key) holds another type: Redis's own text.
     WrongType,
-    /// The hash is missing or lacks `rate`, `interval` or `type` (Redisson's message, kept verbatim).
-    NotInitialized,
+    /// A key the limiter derives from its name (`{name}:value`, `{name}:permits`, a client's)
+    /// holds another type: Redis's text, naming the key, which the caller never typed.
+    WrongTypeDerived { key: Vec<u8> },
+    /// The hash is missing or lacks `rate`, `interval` or `type`: Redisson's message, which
+    /// clients match on, kept as the start of the line, then the limiter's name.
+    NotInitialized { name: Vec<u8> },
     /// More permits requested than the limiter's rate (Redisson's message, kept verbatim).
     PermitsExceedRate,
     /// A numeric argument that is malformed or outside its range.
@@ -68,13 +72,54 @@ pub enum Error {
     SlotMigrating,
 }
 
+/// What is wrong with a command's options. Each names the word the parser stopped at: the
+/// client's own word when it is none of the command's options, else the option's keyword.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Syntax {
+    /// A word that is none of the command's options here (an extra argument included).
+    Unknown(Vec<u8>),
+    /// An option given twice.
+    Repeated(&'static str),
+    /// Two options that exclude each other, in the order given.
+    Conflict(&'static str, &'static str),
+    /// An option without its value: the option and what it needs.
+    Incomplete {
+        option: &'static str,
+        needs: &'static str,
+    },
+}
+
 impl Error {
+    pub fn unknown_option(word: &[u8]) -> Self {
+        Error::Syntax(Syntax::Unknown(word.to_vec()))
+    }
+
+    pub fn repeated_option(option: &'static str) -> Self {
+        Error::Syntax(Syntax::Repeated(option))
+    }
+
+    pub fn conflicting_options(first: &'static str, second: &'static str) -> Self {
+        Error::Syntax(Syntax::Conflict(first, second))
+    }
+
+    pub fn incomplete_option(option: &'static str, needs: &'static str) -> Self {
+        Error::Syntax(Syntax::Incomplete { option, needs })
+    }
+
+    pub fn not_initialized(name: &[u8]) -> Self {
+        Error::NotInitialized {
+            name: name.to_vec(),
+        }
+    }
+
     /// The error as one of several limiters' errors: it names the limiter unless it already
     /// names a key of its own.
     pub fn of_limiter(self, key: &[u8]) -> Self {
         match self {
             Error::Corrupt { .. }
             | Error::NotALimiter { .. }
+            | Error::NotInitialized { .. }
+            | Error::WrongTypeDerived { .. }
             | Error::NoPermission { .. }
             | Error::CrossSlot { .. }
             | Error::OfLimiter { .. } => self,
@@ -97,11 +142,14 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::WrongArity => f.write_str("ERR wrong number of arguments"),
-            Error::Syntax => f.write_str("ERR syntax error"),
-            Error::WrongType => {
-                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
-            }
-            Error::NotInitialized => f.write_str("ERR RateLimiter is not initialized"),
+            Error::Syntax(syntax) => write!(f, "ERR syntax error, {syntax}"),
+            Error::WrongType => f.write_str(WRONGTYPE),
+            Error::WrongTypeDerived { key } => write!(f, "{WRONGTYPE} (key '{}')", Printable(key)),
+            Error::NotInitialized { name } => write!(
+                f,
+                "ERR RateLimiter is not initialized (limiter '{}')",
+                Printable(name)
+            ),
             Error::PermitsExceedRate => {
                 f.write_str("ERR Requested permits amount cannot exceed defined rate")
             }
@@ -190,6 +238,23 @@ impl fmt::Display for Error {
     }
 }
 
+/// Redis's own text for a key of the wrong type.
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+impl fmt::Display for Syntax {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Syntax::Unknown(word) => write!(f, "unknown option '{}'", Printable(word)),
+            Syntax::Repeated(option) => write!(f, "{option} specified multiple times"),
+            Syntax::Conflict(first, second) => write!(
+                f,
+                "{first} and {second} options at the same time are not compatible"
+            ),
+            Syntax::Incomplete { option, needs } => write!(f, "{option} needs {needs}"),
+        }
+    }
+}
+
 impl From<Error> for RedisError {
     fn from(e: Error) -> Self {
         match e {
@@ -249,15 +314,68 @@ mod tests {
     #[test]
     fn errors_of_one_limiter_of_several_name_it() {
         assert_eq!(
-            Error::NotInitialized.of_limiter(b"day").to_string(),
+            Error::not_initialized(b"day")
+                .of_limiter(b"day")
+                .to_string(),
             "ERR RateLimiter is not initialized (limiter 'day')"
         );
+        let derived = Error::WrongTypeDerived {
+            key: b"{day}:permits".to_vec(),
+        };
+        assert_eq!(derived.clone().of_limiter(b"day"), derived);
         assert_eq!(
             Error::WrongType.of_limiter(b"day").to_string(),
             "WRONGTYPE Operation against a key holding the wrong kind of value (limiter 'day')"
         );
         let corrupt = Error::corrupt(b"{day}:value", "value is not an integer");
         assert_eq!(corrupt.clone().of_limiter(b"day"), corrupt);
+    }
+
+    #[test]
+    fn syntax_errors_keep_redis_prefix_and_name_the_word() {
+        for (error, text) in [
+            (
+                Error::unknown_option(b"abc"),
+                "ERR syntax error, unknown option 'abc'",
+            ),
+            (
+                Error::unknown_option(b"a\r\nb"),
+                "ERR syntax error, unknown option 'a\\x0d\\x0ab'",
+            ),
+            (
+                Error::repeated_option("CLIENT"),
+                "ERR syntax error, CLIENT specified multiple times",
+            ),
+            (
+                Error::conflicting_options("NX", "XX"),
+                "ERR syntax error, NX and XX options at the same time are not compatible",
+            ),
+            (
+                Error::incomplete_option("CLIENT", "a value"),
+                "ERR syntax error, CLIENT needs a value",
+            ),
+        ] {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn wrong_types_name_a_derived_key_and_keep_redis_text_for_the_hash() {
+        assert_eq!(
+            Error::WrongType.to_string(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+        assert_eq!(
+            Error::WrongTypeDerived {
+                key: b"{k}:permits".to_vec()
+            }
+            .to_string(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value (key '{k}:permits')"
+        );
+        assert_eq!(
+            Error::not_initialized(b"login").to_string(),
+            "ERR RateLimiter is not initialized (limiter 'login')"
+        );
     }
 
     #[test]

@@ -167,7 +167,7 @@ fuzz_target!(|data: &[u8]| {
     // The building blocks, on each argument.
     let mut tokens = Tokens::new(&words);
     while tokens.next_if_numeric().is_some() || tokens.next_arg().is_some() {}
-    let _ = Tokens::new(&words).value_of_option();
+    let _ = Tokens::new(&words).value_of_option("OPTION");
     for word in &words {
         // Strict decimal: whatever is accepted is the canonical spelling of its value.
         if let Some(n) = args::parse_i64(word) {

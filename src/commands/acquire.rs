@@ -189,12 +189,15 @@ mod tests {
             Err(Error::Number { arg: "TIMEOUT", .. })
         ));
         let args: [&[u8]; 5] = [b"k", b"TIMEOUT", b"1", b"TIMEOUT", b"2"];
-        assert!(matches!(parse(&args), Err(Error::Syntax)));
+        assert_eq!(parse(&args).unwrap_err(), Error::repeated_option("TIMEOUT"));
         let args: [&[u8]; 5] = [b"k", b"TICKET", b"a", b"TICKET", b"b"];
-        assert!(matches!(parse(&args), Err(Error::Syntax)));
+        assert_eq!(parse(&args).unwrap_err(), Error::repeated_option("TICKET"));
         let args: [&[u8]; 3] = [b"k", b"TICKET", b""];
         assert!(matches!(parse(&args), Err(Error::BadTicket { max: 64 })));
         let args: [&[u8]; 2] = [b"k", b"TIMEOUT"];
-        assert!(matches!(parse(&args), Err(Error::Syntax)));
+        assert_eq!(
+            parse(&args).unwrap_err(),
+            Error::incomplete_option("TIMEOUT", "a value")
+        );
     }
 }

@@ -54,11 +54,13 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut client = None;
     while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "PERMITS") {
-            args::set_once(&mut permits, args::permits(tokens.value_of_option()?)?)?;
+            let count = args::permits(tokens.value_of_option("PERMITS")?)?;
+            args::set_once(&mut permits, count, "PERMITS")?;
         } else if args::is_keyword(token, "CLIENT") {
-            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+            let id = args::client_id(tokens.value_of_option("CLIENT")?)?;
+            args::set_once(&mut client, id, "CLIENT")?;
         } else {
-            return Err(Error::Syntax);
+            return Err(Error::unknown_option(token));
         }
     }
     let mut sorted = keys.clone();
@@ -247,7 +249,14 @@ mod tests {
             Err(Error::Number { arg: "permits", .. })
         ));
         let args: [&[u8]; 3] = [b"1", b"a", b"NX"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"NX")));
+        let args: [&[u8]; 3] = [b"1", b"a", b"PERMITS"];
+        assert_eq!(
+            parse(&args),
+            Err(Error::incomplete_option("PERMITS", "a value"))
+        );
+        let args: [&[u8]; 6] = [b"1", b"a", b"PERMITS", b"1", b"permits", b"2"];
+        assert_eq!(parse(&args), Err(Error::repeated_option("PERMITS")));
     }
 
     fn verdict(outcome: Outcome, remaining: i64, reset_after: i64) -> Verdict {

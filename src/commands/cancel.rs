@@ -77,6 +77,6 @@ mod tests {
         let args: [&[u8]; 2] = [b"k", &long];
         assert_eq!(parse(&args), Err(Error::BadTicket { max: 64 }));
         let args: [&[u8]; 3] = [b"k", b"t", b"NX"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"NX")));
     }
 }

@@ -74,22 +74,23 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     let mut when = When::default();
     let mut client = None;
     while let Some(token) = tokens.next_arg() {
-        let flag = if args::is_keyword(token, "NX") {
-            &mut when.nx
+        let (flag, name) = if args::is_keyword(token, "NX") {
+            (&mut when.nx, "NX")
         } else if args::is_keyword(token, "XX") {
-            &mut when.xx
+            (&mut when.xx, "XX")
         } else if args::is_keyword(token, "GT") {
-            &mut when.gt
+            (&mut when.gt, "GT")
         } else if args::is_keyword(token, "LT") {
-            &mut when.lt
+            (&mut when.lt, "LT")
         } else if args::is_keyword(token, "CLIENT") {
-            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+            let id = args::client_id(tokens.value_of_option("CLIENT")?)?;
+            args::set_once(&mut client, id, "CLIENT")?;
             continue;
         } else {
-            return Err(Error::Syntax);
+            return Err(Error::unknown_option(token));
         };
         if *flag {
-            return Err(Error::Syntax);
+            return Err(Error::repeated_option(name));
         }
         *flag = true;
     }
@@ -165,7 +166,7 @@ mod tests {
             when(&[b"GT", b"LT"]),
             Err(Error::IncompatibleExpireOptions(_))
         ));
-        assert_eq!(when(&[b"NX", b"nx"]), Err(Error::Syntax));
-        assert_eq!(when(&[b"SOON"]), Err(Error::Syntax));
+        assert_eq!(when(&[b"NX", b"nx"]), Err(Error::repeated_option("NX")));
+        assert_eq!(when(&[b"SOON"]), Err(Error::unknown_option(b"SOON")));
     }
 }

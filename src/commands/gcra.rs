@@ -38,6 +38,9 @@ const BELOW_ONE: &str = "value is out of range, value must between 1 and 9223372
 const NOT_FLOAT: &str = "value is not a valid float";
 const PERIOD_RANGE: &str = "period must be > 0 and < 1e12";
 const MISSING_TOKENS: &str = "Missing TOKENS value";
+/// Redis's `GCRA` says only this of a sixth argument that is not TOKENS; the drop-in answers as
+/// it does (the other commands name the word).
+const SYNTAX: &str = "syntax error";
 const INVALID_KEY: &str = "Invalid GCRA key";
 const NEGATIVE_TIME: &str = "Negative time is invalid value for GCRA";
 
@@ -73,7 +76,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
     }
     let tokens = match rest {
         [] => 1,
-        [word, ..] if !is_keyword(word, "TOKENS") => return Err(Error::Syntax),
+        [word, ..] if !is_keyword(word, "TOKENS") => return Err(Error::Message(SYNTAX)),
         [_] => return Err(Error::Message(MISSING_TOKENS)),
         [_, n] => count(n)?,
         _ => return Err(Error::WrongArity),

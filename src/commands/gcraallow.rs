@@ -73,7 +73,13 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
         [word, n] if is_keyword(word, "ATMOST") => {
             Take::AtMost(args::integer(n, "ATMOST", 0, i64::MAX)?)
         }
-        _ => return Err(Error::Syntax),
+        [word] if is_keyword(word, "TOKENS") => {
+            return Err(Error::incomplete_option("TOKENS", "a value"))
+        }
+        [word] if is_keyword(word, "ATMOST") => {
+            return Err(Error::incomplete_option("ATMOST", "a value"))
+        }
+        [word, ..] => return Err(Error::unknown_option(word)),
     };
     let bucket = Bucket::new(burst, per_period, period).map_err(overflow)?;
     Ok(Request { key, bucket, take })
@@ -176,11 +182,11 @@ mod tests {
         assert!(error(&[b"k", b"1", b"1", b"1", b"TOKENS", b"x"]).starts_with("ERR TOKENS must"));
         assert_eq!(
             error(&[b"k", b"1", b"1", b"1", b"TOKENS"]),
-            "ERR syntax error"
+            "ERR syntax error, TOKENS needs a value"
         );
         assert_eq!(
             error(&[b"k", b"1", b"1", b"1", b"COUNT", b"1"]),
-            "ERR syntax error"
+            "ERR syntax error, unknown option 'COUNT'"
         );
         assert_eq!(parse(&[b"k", b"1", b"1"]), Err(Error::WrongArity));
         assert_eq!(

@@ -71,9 +71,10 @@ fn client_option<'a>(tokens: &mut Tokens<'a>) -> Result<Option<&'a [u8]>, Error>
     let mut client = None;
     while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "CLIENT") {
-            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+            let id = args::client_id(tokens.value_of_option("CLIENT")?)?;
+            args::set_once(&mut client, id, "CLIENT")?;
         } else {
-            return Err(Error::Syntax);
+            return Err(Error::unknown_option(token));
         }
     }
     Ok(client)
@@ -110,20 +111,23 @@ fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireO
     let mut options = AcquireOptions::default();
     while let Some(token) = tokens.next_arg() {
         if args::is_keyword(token, "CLIENT") {
-            args::set_once(
-                &mut options.client,
-                args::client_id(tokens.value_of_option()?)?,
-            )?;
+            let id = args::client_id(tokens.value_of_option("CLIENT")?)?;
+            args::set_once(&mut options.client, id, "CLIENT")?;
         } else if args::is_keyword(token, "RATE") {
-            args::set_once(&mut options.create, rate_option(tokens)?)?;
+            args::set_once(&mut options.create, rate_option(tokens)?, "RATE")?;
         } else if blocks && args::is_keyword(token, "TIMEOUT") {
-            let ms = args::integer(tokens.value_of_option()?, "TIMEOUT", 0, MAX_DURATION_MS)?;
-            args::set_once(&mut options.timeout, ms)?;
+            let ms = args::integer(
+                tokens.value_of_option("TIMEOUT")?,
+                "TIMEOUT",
+                0,
+                MAX_DURATION_MS,
+            )?;
+            args::set_once(&mut options.timeout, ms, "TIMEOUT")?;
         } else if blocks && args::is_keyword(token, "TICKET") {
-            let ticket = crate::tickets::parse(tokens.value_of_option()?)?;
-            args::set_once(&mut options.ticket, ticket)?;
+            let ticket = crate::tickets::parse(tokens.value_of_option("TICKET")?)?;
+            args::set_once(&mut options.ticket, ticket, "TICKET")?;
         } else {
-            return Err(Error::Syntax);
+            return Err(Error::unknown_option(token));
         }
     }
     Ok(options)
@@ -133,7 +137,7 @@ fn acquire_options<'a>(tokens: &mut Tokens<'a>, blocks: bool) -> Result<AcquireO
 /// keyword: exactly what SETRATE takes, ending at the first token that is not one of its options.
 fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
     let (Some(rate), Some(interval)) = (tokens.next_arg(), tokens.next_arg()) else {
-        return Err(Error::Syntax);
+        return Err(Error::incomplete_option("RATE", "a rate and an interval"));
     };
     let mut options = ConfigOptions::new(rate, interval)?;
     while options.take(tokens)? {}
@@ -145,7 +149,7 @@ fn rate_option(tokens: &mut Tokens<'_>) -> Result<Config, Error> {
 pub(crate) struct ConfigOptions {
     rate: i64,
     interval: i64,
-    mode: Option<Mode>,
+    mode: Option<(Mode, &'static str)>,
     keep_alive: Option<i64>,
     precision: Option<i64>,
 }
@@ -169,20 +173,22 @@ impl ConfigOptions {
             return Ok(false);
         };
         if args::is_keyword(token, "OVERALL") {
-            args::set_once(&mut self.mode, Mode::Overall)?;
+            args::set_one_of(&mut self.mode, Mode::Overall, "OVERALL")?;
         } else if args::is_keyword(token, "PER_CLIENT") {
-            args::set_once(&mut self.mode, Mode::PerClient)?;
+            args::set_one_of(&mut self.mode, Mode::PerClient, "PER_CLIENT")?;
         } else if args::is_keyword(token, "ONEKEY") {
-            args::set_once(&mut self.mode, Mode::OneKey)?;
+            args::set_one_of(&mut self.mode, Mode::OneKey, "ONEKEY")?;
         } else if args::is_keyword(token, "KEEPALIVE") {
             tokens.next_arg();
-            let ms = args::integer(tokens.value_of_option()?, "KEEPALIVE", 0, MAX_DURATION_MS)?;
-            args::set_once(&mut self.keep_alive, ms)?;
+            let value = tokens.value_of_option("KEEPALIVE")?;
+            let ms = args::integer(value, "KEEPALIVE", 0, MAX_DURATION_MS)?;
+            args::set_once(&mut self.keep_alive, ms, "KEEPALIVE")?;
             return Ok(true);
         } else if args::is_keyword(token, "PRECISION") {
             tokens.next_arg();
-            let ms = args::integer(tokens.value_of_option()?, "PRECISION", 1, self.interval)?;
-            args::set_once(&mut self.precision, ms)?;
+            let value = tokens.value_of_option("PRECISION")?;
+            let ms = args::integer(value, "PRECISION", 1, self.interval)?;
+            args::set_once(&mut self.precision, ms, "PRECISION")?;
             return Ok(true);
         } else {
             return Ok(false);
@@ -200,7 +206,7 @@ impl ConfigOptions {
         if keep_alive != 0 && keep_alive < self.interval {
             return Err(Error::KeepAliveBelowInterval);
         }
-        let mode = self.mode.unwrap_or(Mode::Overall);
+        let mode = self.mode.map_or(Mode::Overall, |(mode, _)| mode);
         let default_precision = match mode {
             Mode::OneKey => packed_log::default_precision(self.interval),
             Mode::Overall | Mode::PerClient => 1,
@@ -282,7 +288,10 @@ mod tests {
 
     #[test]
     fn rate_is_validated_like_setrate() {
-        assert_eq!(options(&[b"RATE", b"10"]), Err(Error::Syntax));
+        assert_eq!(
+            options(&[b"RATE", b"10"]),
+            Err(Error::incomplete_option("RATE", "a rate and an interval"))
+        );
         assert!(matches!(
             options(&[b"RATE", b"0", b"1000"]),
             Err(Error::Number { arg: "rate", .. })
@@ -300,20 +309,20 @@ mod tests {
         );
         assert_eq!(
             options(&[b"RATE", b"1", b"1000", b"PER_CLIENT", b"OVERALL"]),
-            Err(Error::Syntax)
+            Err(Error::conflicting_options("PER_CLIENT", "OVERALL"))
         );
         assert_eq!(
             options(&[b"RATE", b"1", b"1000", b"RATE", b"1", b"1000"]),
-            Err(Error::Syntax)
+            Err(Error::repeated_option("RATE"))
         );
         assert_eq!(
             options(&[b"RATE", b"1", b"1000", b"NX"]),
-            Err(Error::Syntax)
+            Err(Error::unknown_option(b"NX"))
         );
         let no_timeout: &'static [&'static [u8]] = &[b"TIMEOUT", b"1"];
         assert_eq!(
             acquire_options(&mut Tokens::new(no_timeout), false),
-            Err(Error::Syntax)
+            Err(Error::unknown_option(b"TIMEOUT"))
         );
     }
 
@@ -324,12 +333,12 @@ mod tests {
         let repeated: [&[u8]; 4] = [b"CLIENT", b"a", b"CLIENT", b"b"];
         assert_eq!(
             client_option(&mut Tokens::new(&repeated)),
-            Err(Error::Syntax)
+            Err(Error::repeated_option("CLIENT"))
         );
         let missing: [&[u8]; 1] = [b"CLIENT"];
         assert_eq!(
             client_option(&mut Tokens::new(&missing)),
-            Err(Error::Syntax)
+            Err(Error::incomplete_option("CLIENT", "a value"))
         );
         let empty: [&[u8]; 2] = [b"CLIENT", b""];
         assert_eq!(
@@ -339,7 +348,7 @@ mod tests {
         let unknown: [&[u8]; 1] = [b"FOO"];
         assert_eq!(
             client_option(&mut Tokens::new(&unknown)),
-            Err(Error::Syntax)
+            Err(Error::unknown_option(b"FOO"))
         );
     }
 }

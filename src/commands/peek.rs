@@ -113,8 +113,8 @@ mod tests {
         let args: [&[u8]; 2] = [b"k", b"0"];
         assert!(matches!(parse(&args), Err(Error::Number { .. })));
         let args: [&[u8]; 3] = [b"k", b"RATE", b"1"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"RATE")));
         let args: [&[u8]; 3] = [b"k", b"1", b"2"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"2")));
     }
 }

@@ -82,6 +82,6 @@ mod tests {
             Err(Error::Number { arg: "permits", .. })
         ));
         let args: [&[u8]; 3] = [b"k", b"1", b"NX"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"NX")));
     }
 }

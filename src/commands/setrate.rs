@@ -65,19 +65,21 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Request<'a>, Error> {
             break;
         };
         if args::is_keyword(token, "NX") {
-            args::set_once(&mut condition, Condition::IfAbsent)?;
+            args::set_one_of(&mut condition, Condition::IfAbsent, "NX")?;
         } else if args::is_keyword(token, "XX") {
-            args::set_once(&mut condition, Condition::IfExists)?;
+            args::set_one_of(&mut condition, Condition::IfExists, "XX")?;
         } else if args::is_keyword(token, "KEEPSTATE") {
-            args::set_once(&mut keep_state, ())?;
+            args::set_once(&mut keep_state, (), "KEEPSTATE")?;
         } else if args::is_keyword(token, "CLIENT") {
-            args::set_once(&mut client, args::client_id(tokens.value_of_option()?)?)?;
+            let id = args::client_id(tokens.value_of_option("CLIENT")?)?;
+            args::set_once(&mut client, id, "CLIENT")?;
         } else {
-            return Err(Error::Syntax);
+            return Err(Error::unknown_option(token));
         }
     }
+    let condition = condition.map(|(condition, _)| condition);
     if condition == Some(Condition::IfAbsent) && keep_state.is_some() {
-        return Err(Error::Syntax);
+        return Err(Error::conflicting_options("NX", "KEEPSTATE"));
     }
     Ok(Request {
         key,
@@ -147,16 +149,46 @@ mod tests {
     }
 
     #[test]
-    fn conflicts_and_repeats_are_syntax_errors() {
-        for args in [
-            &[&b"k"[..], b"5", b"100", b"NX", b"XX"][..],
-            &[b"k", b"5", b"100", b"NX", b"KEEPSTATE"],
-            &[b"k", b"5", b"100", b"OVERALL", b"PER_CLIENT"],
-            &[b"k", b"5", b"100", b"KEEPSTATE", b"KEEPSTATE"],
-            &[b"k", b"5", b"100", b"KEEPALIVE"],
-            &[b"k", b"5", b"100", b"FAST"],
+    fn conflicts_and_repeats_are_syntax_errors_naming_the_word() {
+        for (args, error) in [
+            (
+                &[&b"k"[..], b"5", b"100", b"NX", b"XX"][..],
+                Error::conflicting_options("NX", "XX"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"xx", b"nx"],
+                Error::conflicting_options("XX", "NX"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"NX", b"KEEPSTATE"],
+                Error::conflicting_options("NX", "KEEPSTATE"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"KEEPSTATE", b"NX"],
+                Error::conflicting_options("NX", "KEEPSTATE"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"OVERALL", b"PER_CLIENT"],
+                Error::conflicting_options("OVERALL", "PER_CLIENT"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"XX", b"xx"],
+                Error::repeated_option("XX"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"KEEPSTATE", b"KEEPSTATE"],
+                Error::repeated_option("KEEPSTATE"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"KEEPALIVE"],
+                Error::incomplete_option("KEEPALIVE", "a value"),
+            ),
+            (
+                &[b"k", b"5", b"100", b"FAST"],
+                Error::unknown_option(b"FAST"),
+            ),
         ] {
-            assert_eq!(parse_all(args).unwrap_err(), Error::Syntax, "{args:?}");
+            assert_eq!(parse_all(args).unwrap_err(), error, "{args:?}");
         }
     }
 

@@ -31,7 +31,7 @@ pub fn parse(args: &[&[u8]]) -> Result<usize, Error> {
     let count = match args {
         [] => DEFAULT_COUNT,
         [count] => args::integer(count, "count", 1, 2 * CAPACITY as i64)?,
-        _ => return Err(Error::Syntax),
+        [_, extra, ..] => return Err(Error::unknown_option(extra)),
     };
     Ok(usize::try_from(count).unwrap_or(0))
 }
@@ -60,6 +60,6 @@ mod tests {
             Err(Error::Number { arg: "count", .. })
         ));
         assert!(parse(&[b"x"]).is_err());
-        assert_eq!(parse(&[b"1", b"2"]), Err(Error::Syntax));
+        assert_eq!(parse(&[b"1", b"2"]), Err(Error::unknown_option(b"2")));
     }
 }

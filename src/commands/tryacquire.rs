@@ -103,7 +103,9 @@ mod tests {
             ));
         }
         let args: [&[u8]; 3] = [b"k", b"2", b"3"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"3")));
+        let args: [&[u8]; 2] = [b"login", b"abc"];
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"abc")));
         let args: [&[u8]; 0] = [];
         assert_eq!(parse(&args), Err(Error::WrongArity));
     }

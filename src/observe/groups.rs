@@ -33,6 +33,13 @@ impl Rule {
     /// separator (its last part is the caller's own: `login:alice` is `login`). A name
     /// without the separator is its own group.
     pub fn group_of<'a>(&self, name: &'a [u8]) -> &'a [u8] {
+        let (group, _) = self.cut(name);
+        &group[..group.len().min(MAX_GROUP_NAME)]
+    }
+
+    /// The group of `name` before it is shortened to [`MAX_GROUP_NAME`], and whether it was cut
+    /// at the rule's depth (false: at the name's last separator, or no separator at all).
+    fn cut<'a>(&self, name: &'a [u8]) -> (&'a [u8], bool) {
         let sep = &self.separator[..];
         let mut cut = None;
         let mut parts = 0;
@@ -47,19 +54,43 @@ impl Rule {
                 at += found + sep.len();
             }
         }
-        let group = match cut {
-            Some(end) => &name[..end],
-            None => name,
-        };
-        &group[..group.len().min(MAX_GROUP_NAME)]
+        match cut {
+            Some(end) => (&name[..end], parts == self.depth),
+            None => (name, false),
+        }
     }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     match needle {
-        [byte] => haystack.iter().position(|b| b == byte),
+        [byte] => find_byte(haystack, *byte),
         _ => haystack.windows(needle.len()).position(|w| w == needle),
     }
+}
+
+/// The first `byte` in `haystack`, 8 bytes at a time (the usual zero-byte test on the word
+/// XOR the byte repeated): every refusal of a new name cuts it to its group.
+fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let repeated = ONES.wrapping_mul(u64::from(byte));
+    let mut words = haystack.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word) ^ repeated;
+        let found = x.wrapping_sub(ONES) & !x & HIGHS;
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b == byte)
+        .map(|i| at + i)
 }
 
 /// One group's counts.
@@ -96,9 +127,10 @@ pub struct Groups {
     named: Vec<(Box<[u8]>, Counts)>,
     /// The group counted last: calls come in runs of one rule, found without hashing.
     last: usize,
-    /// The limiter name counted last, and its group's place (`None`: the overflow group): the
-    /// same limiter called again needs no cutting of its name.
-    last_name: Vec<u8>,
+    /// The group of the name counted last, and the separator after it, when it was cut at the
+    /// rule's depth (see [`Groups::count_name`]); and that group's place (`None`: the overflow
+    /// group).
+    last_prefix: Vec<u8>,
     last_place: Option<Option<usize>>,
     overflow: Counts,
     overflowed: Distinct,
@@ -106,22 +138,33 @@ pub struct Groups {
 
 impl Groups {
     /// Counts a decision of limiter `name`, whose group `rule` gives.
+    ///
+    /// A name that starts with the last group cut at the rule's depth and the separator is in
+    /// that group too (the cut finds the same separators up to there), so calls of one rule,
+    /// one limiter or many, are counted without cutting their names again.
     pub fn count_name(&mut self, rule: &Rule, name: &[u8], granted: bool, near: bool) {
-        if let Some(place) = self.last_place.filter(|_| self.last_name == name) {
-            let counts = match place {
-                Some(i) => self.named.get_mut(i).map(|(_, counts)| counts),
-                None => Some(&mut self.overflow),
-            };
-            if let Some(counts) = counts {
-                counts.add(granted, near);
-                return;
+        if let Some(place) = self.last_place {
+            if name.starts_with(&self.last_prefix) {
+                let counts = match place {
+                    Some(i) => self.named.get_mut(i).map(|(_, counts)| counts),
+                    None => Some(&mut self.overflow),
+                };
+                if let Some(counts) = counts {
+                    counts.add(granted, near);
+                    return;
+                }
             }
         }
-        let place = self.count(rule.group_of(name), granted, near);
-        if name.len() <= MAX_GROUP_NAME {
-            self.last_name.clear();
-            self.last_name.extend_from_slice(name);
+        let (group, at_depth) = rule.cut(name);
+        let kept = &group[..group.len().min(MAX_GROUP_NAME)];
+        let place = self.count(kept, granted, near);
+        if at_depth && kept.len() == group.len() {
+            self.last_prefix.clear();
+            self.last_prefix.extend_from_slice(group);
+            self.last_prefix.extend_from_slice(&rule.separator);
             self.last_place = Some(place);
+        } else {
+            self.last_place = None;
         }
     }
 
@@ -237,6 +280,25 @@ impl Hasher for FnvHasher {
 mod tests {
     use super::*;
 
+    #[test]
+    fn find_byte_finds_the_first_as_position_does() {
+        let bytes: Vec<u8> = (0..40_u8)
+            .map(|i| [b':', b'a', 0x80, 0xff, 0, b'9'][usize::from(i) * 7 % 6])
+            .collect();
+        for start in 0..bytes.len() {
+            for end in start..=bytes.len() {
+                let hay = &bytes[start..end];
+                for byte in [b':', b'a', 0x80, 0xff, 0, b'9', b'z'] {
+                    assert_eq!(
+                        find_byte(hay, byte),
+                        hay.iter().position(|&b| b == byte),
+                        "{hay:?} {byte}"
+                    );
+                }
+            }
+        }
+    }
+
     fn rule(sep: &str, depth: usize) -> Rule {
         Rule {
             separator: sep.as_bytes().to_vec(),
@@ -262,20 +324,55 @@ mod tests {
     }
 
     #[test]
-    fn counting_by_name_caches_the_last_name_only_as_a_shortcut() {
+    fn counting_by_name_caches_the_last_group_only_as_a_shortcut() {
         let r = Rule::default();
         let mut g = Groups::default();
         for name in [
             &b"api:user:1"[..],
             b"api:user:1",
             b"api:user:2",
+            b"api:user:",
             b"login:a",
-            b"api:user:1",
+            b"login:a:b",
+            b"login:b",
+            b"api:user:1:x",
+            b"api:users:1",
+            b"api:user",
         ] {
             g.count_name(&r, name, true, false);
         }
         let got: Vec<_> = g.named().map(|(n, c)| (n.to_vec(), c.grants)).collect();
-        assert_eq!(got, vec![(b"api:user".to_vec(), 4), (b"login".to_vec(), 1)]);
+        assert_eq!(
+            got,
+            vec![
+                (b"api:user".to_vec(), 5),
+                (b"login".to_vec(), 2),
+                (b"login:a".to_vec(), 1),
+                (b"api:users".to_vec(), 1),
+                (b"api".to_vec(), 1),
+            ]
+        );
+        // Whatever the rule and the order, the shortcut counts as cutting every name would.
+        for (sep, depth) in [(":", 1), (":", 2), (":", 3), ("::", 2), ("ab", 2)] {
+            let r = rule(sep, depth);
+            let names: Vec<Vec<u8>> = (0..400_u32)
+                .map(|i| {
+                    let parts = ["a", "b", ":", "::", "ab", "x:", ":y", "aab", "abab"];
+                    (0..1 + i % 5)
+                        .map(|j| parts[((i * 7 + j * 3) % 9) as usize])
+                        .collect::<String>()
+                        .into_bytes()
+                })
+                .collect();
+            let mut cached = Groups::default();
+            let mut cut = Groups::default();
+            for name in &names {
+                cached.count_name(&r, name, false, false);
+                cut.count(r.group_of(name), false, false);
+            }
+            let of = |g: &Groups| g.named().map(|(n, c)| (n.to_vec(), c)).collect::<Vec<_>>();
+            assert_eq!(of(&cached), of(&cut), "{sep:?} {depth}");
+        }
         // Past the bound, the same name keeps counting in the overflow group.
         let mut g = Groups::default();
         for i in 0..MAX_GROUPS {

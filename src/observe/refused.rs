@@ -7,39 +7,82 @@
 //! smallest counter, which is at most N / CAPACITY for N refusals counted; every name refused
 //! more than N / CAPACITY times is reported. Two windows' counts are added: a name pushed out
 //! of one of them loses at most N / CAPACITY of it.
+//!
+//! It is laid out as Metwally's Stream-Summary, so that a refusal costs the same few steps
+//! whatever the counts: the counters hang in buckets of equal count, the buckets in a list by
+//! count, so adding one moves a counter to the next bucket and the smallest counter is the
+//! first bucket's. Names are found by a keyed hash in an open-addressing table of fixed size.
+//! Once a window's counters are all in use nothing more is allocated: a counter that takes a
+//! new name keeps its buffer.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Counters per window.
 pub const CAPACITY: usize = 512;
 /// A name longer than this is counted under its first this many bytes (memory stays bounded:
-/// two windows of `CAPACITY` names of at most this length, about 300 KiB at most).
+/// two windows of `CAPACITY` names of at most this length, with their counters, buckets and
+/// tables: about 300 KiB at most).
 pub const MAX_NAME: usize = 200;
 /// How long a window fills before it becomes the last full one.
 pub const WINDOW_MS: i64 = 60_000;
 
-/// One Space-Saving summary: counters in slots, a min-heap of slot numbers by count (each slot
-/// knows its place in it, so moving one hashes nothing), and each name's slot by a keyed 64-bit
-/// hash of the name (hashed once per call; slots reuse their name's buffer).
-#[derive(Debug, Default, Clone)]
+/// No counter or bucket (the end of a list).
+const NIL: u16 = u16::MAX;
+/// The name table: 2^BITS entries, four per counter, so a lookup of a name not held ends
+/// after one or two probes.
+const BITS: u32 = 11;
+const TABLE: usize = 1 << BITS;
+const MASK: usize = TABLE - 1;
+/// An entry keeps the high 48 bits of its name's hash (which place it: [`home`]) and, in the
+/// low 16, its counter plus one (0 is an empty entry).
+const TAG: u64 = !0xFFFF;
+
+/// One Space-Saving summary in Stream-Summary layout.
+#[derive(Debug)]
 pub struct SpaceSaving {
-    slots: Vec<Slot>,
-    heap: Vec<usize>,
-    slot_of: HashMap<u64, usize, BuildHasherDefault<Identity>>,
-    /// The slot counted last: a name refused again and again is found without hashing.
-    last: usize,
+    counters: Vec<Counter>,
+    /// Buckets by place; a free one is on `free_buckets`. At most one per counter.
+    buckets: Vec<Bucket>,
+    free_buckets: Vec<u16>,
+    /// The bucket of the smallest count (NIL while nothing is counted).
+    min: u16,
+    /// Each held name's entry, by the hash of the name (linear probing).
+    table: Box<[u64; TABLE]>,
+    /// The counter counted last: a name refused again and again is found without hashing.
+    last: u16,
     total: u64,
     seed: u64,
 }
 
-#[derive(Debug, Clone)]
-struct Slot {
-    count: u64,
+#[derive(Debug)]
+struct Counter {
     name: Vec<u8>,
     hash: u64,
-    /// Where in `heap` this slot is.
-    at: usize,
+    bucket: u16,
+    /// The other counters of the bucket.
+    prev: u16,
+    next: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    count: u64,
+    /// Its first counter.
+    head: u16,
+    /// The buckets of the next smaller and next larger counts.
+    prev: u16,
+    next: u16,
+}
+
+impl Default for SpaceSaving {
+    fn default() -> Self {
+        SpaceSaving::with_seed(0)
+    }
+}
+
+/// Where a hash's entry starts looking: its top bits, which the entry keeps.
+fn home(hash: u64) -> usize {
+    (hash >> (64 - BITS)) as usize
 }
 
 impl SpaceSaving {
@@ -47,72 +90,244 @@ impl SpaceSaving {
     /// choose names that collide).
     pub fn with_seed(seed: u64) -> Self {
         SpaceSaving {
+            counters: Vec::new(),
+            buckets: Vec::new(),
+            free_buckets: Vec::new(),
+            min: NIL,
+            table: Box::new([0; TABLE]),
+            last: NIL,
+            total: 0,
             seed,
-            ..SpaceSaving::default()
         }
     }
 
     pub fn add(&mut self, name: &[u8]) {
         let name = &name[..name.len().min(MAX_NAME)];
         self.total += 1;
-        let last = self.last;
-        let found = match self.slots.get(last) {
-            Some(s) if s.name == name => Some(last),
-            _ => {
-                let hash = keyed_hash(self.seed, name);
-                // Two names with one hash (about 2^-64 for names not chosen knowing the seed)
-                // share a counter.
-                match self.slot_of.get(&hash).copied() {
-                    Some(slot) => Some(slot),
-                    None => {
-                        self.insert(name, hash);
-                        None
-                    }
-                }
+        if self
+            .counters
+            .get(usize::from(self.last))
+            .is_some_and(|c| c.name == name)
+        {
+            self.increment(self.last);
+            return;
+        }
+        let hash = keyed_hash(self.seed, name);
+        match self.find(hash) {
+            // Two names whose hashes share their top 48 bits (about 2^-48 a pair, for names
+            // not chosen knowing the seed) share a counter.
+            Ok(counter) => {
+                self.last = counter;
+                self.increment(counter);
             }
+            Err(empty) => self.insert(name, hash, empty),
+        }
+    }
+
+    /// The counter holding `hash`, or the empty entry where it would go (there is always one:
+    /// at most `CAPACITY` of the `TABLE` entries are in use).
+    fn find(&self, hash: u64) -> Result<u16, usize> {
+        let mut at = home(hash);
+        for _ in 0..TABLE {
+            let entry = self.table[at & MASK];
+            if entry == 0 {
+                break;
+            }
+            if entry & TAG == hash & TAG {
+                return Ok(((entry & !TAG) as u16).wrapping_sub(1));
+            }
+            at += 1;
+        }
+        Err(at & MASK)
+    }
+
+    /// Counts a name not held, whose entry goes at `empty`: in a free counter, or in the
+    /// smallest counter's, replacing its name.
+    fn insert(&mut self, name: &[u8], hash: u64, empty: usize) {
+        if self.counters.len() < CAPACITY {
+            let counter = self.counters.len() as u16;
+            self.counters.push(Counter {
+                name: name.to_vec(),
+                hash,
+                bucket: NIL,
+                prev: NIL,
+                next: NIL,
+            });
+            self.table[empty & MASK] = (hash & TAG) | u64::from(counter + 1);
+            self.last = counter;
+            let ones = match self.buckets.get(usize::from(self.min)) {
+                Some(b) if b.count == 1 => self.min,
+                _ => {
+                    let first = self.min;
+                    let ones = self.new_bucket(1, NIL, first);
+                    self.min = ones;
+                    ones
+                }
+            };
+            self.attach(counter, ones);
+            return;
+        }
+        let Some(counter) = self.buckets.get(usize::from(self.min)).map(|b| b.head) else {
+            return;
         };
-        if let Some(slot) = found {
-            self.last = slot;
-            if let Some(s) = self.slots.get_mut(slot) {
-                s.count += 1;
-                let at = s.at;
-                self.sift_down(at);
+        let Some(c) = self.counters.get_mut(usize::from(counter)) else {
+            return;
+        };
+        let old = std::mem::replace(&mut c.hash, hash);
+        c.name.clear();
+        c.name.extend_from_slice(name);
+        self.table[empty & MASK] = (hash & TAG) | u64::from(counter + 1);
+        self.remove_entry(old, counter);
+        self.last = counter;
+        self.increment(counter);
+    }
+
+    /// Deletes the entry of `counter`, held under `hash`, closing the gap behind it as linear
+    /// probing needs (no tombstones: the table never fills up with them).
+    fn remove_entry(&mut self, hash: u64, counter: u16) {
+        let wanted = (hash & TAG) | u64::from(counter + 1);
+        let mut hole = home(hash);
+        for _ in 0..TABLE {
+            if self.table[hole & MASK] == wanted {
+                break;
+            }
+            hole += 1;
+        }
+        let mut hole = hole & MASK;
+        let mut at = hole;
+        loop {
+            at = (at + 1) & MASK;
+            let entry = self.table[at];
+            if entry == 0 {
+                self.table[hole] = 0;
+                return;
+            }
+            // The entry at `at` may fill the hole unless its home lies after the hole, up to
+            // `at` (cyclically): then it must stay where a lookup from its home finds it.
+            let from = home(entry);
+            let stays = if hole <= at {
+                hole < from && from <= at
+            } else {
+                hole < from || from <= at
+            };
+            if !stays {
+                self.table[hole] = entry;
+                hole = at;
             }
         }
     }
 
-    /// Counts a name not held: in a free slot, or in the smallest counter's, replacing its name.
-    fn insert(&mut self, name: &[u8], hash: u64) {
-        if self.slots.len() < CAPACITY {
-            let slot = self.slots.len();
-            let at = self.heap.len();
-            self.slots.push(Slot {
-                count: 1,
-                name: name.to_vec(),
-                hash,
-                at,
-            });
-            self.heap.push(slot);
-            self.slot_of.insert(hash, slot);
-            self.last = slot;
-            self.sift_up(at);
+    /// Adds one to a counter: it moves to the bucket of the next count (the bucket itself
+    /// counts up when the counter is alone in it).
+    fn increment(&mut self, counter: u16) {
+        let Some(c) = self.counters.get(usize::from(counter)) else {
             return;
+        };
+        let from = c.bucket;
+        let alone = c.prev == NIL && c.next == NIL;
+        let Some(&Bucket { count, next, .. }) = self.buckets.get(usize::from(from)) else {
+            return;
+        };
+        let next_fits = self
+            .buckets
+            .get(usize::from(next))
+            .is_some_and(|b| b.count == count + 1);
+        if next_fits {
+            self.detach(counter);
+            self.attach(counter, next);
+            if alone {
+                self.free_bucket(from);
+            }
+        } else if alone {
+            if let Some(b) = self.buckets.get_mut(usize::from(from)) {
+                b.count += 1;
+            }
+        } else {
+            self.detach(counter);
+            let to = self.new_bucket(count + 1, from, next);
+            self.attach(counter, to);
         }
-        let Some(&slot) = self.heap.first() else {
+    }
+
+    /// A bucket of `count` linked between `prev` and `next`.
+    fn new_bucket(&mut self, count: u64, prev: u16, next: u16) -> u16 {
+        let bucket = Bucket {
+            count,
+            head: NIL,
+            prev,
+            next,
+        };
+        let at = match self.free_buckets.pop() {
+            Some(at) => {
+                if let Some(b) = self.buckets.get_mut(usize::from(at)) {
+                    *b = bucket;
+                }
+                at
+            }
+            None => {
+                self.buckets.push(bucket);
+                (self.buckets.len() - 1) as u16
+            }
+        };
+        if let Some(b) = self.buckets.get_mut(usize::from(prev)) {
+            b.next = at;
+        }
+        if let Some(b) = self.buckets.get_mut(usize::from(next)) {
+            b.prev = at;
+        }
+        at
+    }
+
+    /// Unlinks an empty bucket.
+    fn free_bucket(&mut self, bucket: u16) {
+        let Some(&Bucket { prev, next, .. }) = self.buckets.get(usize::from(bucket)) else {
             return;
         };
-        let Some(s) = self.slots.get_mut(slot) else {
+        match self.buckets.get_mut(usize::from(prev)) {
+            Some(b) => b.next = next,
+            None => self.min = next,
+        }
+        if let Some(b) = self.buckets.get_mut(usize::from(next)) {
+            b.prev = prev;
+        }
+        self.free_buckets.push(bucket);
+    }
+
+    /// Takes a counter out of its bucket's list (the bucket may be left empty).
+    fn detach(&mut self, counter: u16) {
+        let Some(&Counter {
+            bucket, prev, next, ..
+        }) = self.counters.get(usize::from(counter))
+        else {
             return;
         };
-        let old = s.hash;
-        s.name.clear();
-        s.name.extend_from_slice(name);
-        s.hash = hash;
-        s.count += 1;
-        self.slot_of.remove(&old);
-        self.slot_of.insert(hash, slot);
-        self.last = slot;
-        self.sift_down(0);
+        match self.counters.get_mut(usize::from(prev)) {
+            Some(c) => c.next = next,
+            None => {
+                if let Some(b) = self.buckets.get_mut(usize::from(bucket)) {
+                    b.head = next;
+                }
+            }
+        }
+        if let Some(c) = self.counters.get_mut(usize::from(next)) {
+            c.prev = prev;
+        }
+    }
+
+    /// Puts a counter first in a bucket's list.
+    fn attach(&mut self, counter: u16, bucket: u16) {
+        let Some(b) = self.buckets.get_mut(usize::from(bucket)) else {
+            return;
+        };
+        let head = std::mem::replace(&mut b.head, counter);
+        if let Some(c) = self.counters.get_mut(usize::from(head)) {
+            c.prev = counter;
+        }
+        if let Some(c) = self.counters.get_mut(usize::from(counter)) {
+            c.bucket = bucket;
+            c.prev = NIL;
+            c.next = head;
+        }
     }
 
     /// The refusals counted.
@@ -122,74 +337,39 @@ impl SpaceSaving {
 
     /// Every counted name with its count (an overestimate by at most `total / CAPACITY`).
     pub fn counts(&self) -> impl Iterator<Item = (&[u8], u64)> {
-        self.slots.iter().map(|s| (&s.name[..], s.count))
-    }
-
-    fn count_at(&self, at: usize) -> u64 {
-        self.heap
-            .get(at)
-            .and_then(|&slot| self.slots.get(slot))
-            .map_or(u64::MAX, |s| s.count)
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        for at in [a, b] {
-            if let Some(s) = self.heap.get(at).and_then(|&slot| self.slots.get_mut(slot)) {
-                s.at = at;
-            }
-        }
-    }
-
-    fn sift_up(&mut self, mut at: usize) {
-        while at > 0 {
-            let parent = (at - 1) / 2;
-            if self.count_at(parent) <= self.count_at(at) {
-                break;
-            }
-            self.swap(at, parent);
-            at = parent;
-        }
-    }
-
-    fn sift_down(&mut self, mut at: usize) {
-        loop {
-            let (left, right) = (2 * at + 1, 2 * at + 2);
-            let mut smallest = at;
-            if self.count_at(left) < self.count_at(smallest) {
-                smallest = left;
-            }
-            if self.count_at(right) < self.count_at(smallest) {
-                smallest = right;
-            }
-            if smallest == at {
-                return;
-            }
-            self.swap(at, smallest);
-            at = smallest;
-        }
+        self.counters.iter().map(|c| {
+            let count = self
+                .buckets
+                .get(usize::from(c.bucket))
+                .map_or(0, |b| b.count);
+            (&c.name[..], count)
+        })
     }
 }
 
 /// A keyed 64-bit hash of a name: 8 bytes at a time, multiply and rotate, then murmur's final
-/// mix; a few instructions a byte where SipHash costs about a hundred a name.
+/// mix; a few instructions a byte where SipHash costs about a hundred a name. The last word of
+/// a name of 8 bytes or more is its last 8 bytes (overlapping the one before), so no byte is
+/// copied.
 pub fn keyed_hash(seed: u64, bytes: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let round = |h: u64, word: u64| (h ^ word).wrapping_mul(K).rotate_left(29);
     let mut h = seed ^ (bytes.len() as u64).wrapping_mul(K);
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(word))
-            .wrapping_mul(K)
-            .rotate_left(29);
+        h = round(h, le_word(chunk));
     }
-    let mut tail = [0u8; 8];
     let rest = chunks.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    h = (h ^ u64::from_le_bytes(tail))
-        .wrapping_mul(K)
-        .rotate_left(29);
+    let last = if rest.is_empty() {
+        0
+    } else if let Some(tail) = bytes.rchunks_exact(8).next() {
+        le_word(tail)
+    } else {
+        rest.iter()
+            .rev()
+            .fold(0, |word, &b| (word << 8) | u64::from(b))
+    };
+    h = round(h, last);
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
@@ -197,24 +377,13 @@ pub fn keyed_hash(seed: u64, bytes: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The map's hasher for keys that are hashes already.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Identity(u64);
-
-impl Hasher for Identity {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
+/// The first 8 bytes of `bytes` (which has at least 8) as a little-endian word.
+fn le_word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    if let Some(first) = bytes.get(..8) {
+        word.copy_from_slice(first);
     }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
+    u64::from_le_bytes(word)
 }
 
 /// The sketch over time: refusals go into the window filling now; the top names are read over
@@ -244,6 +413,11 @@ impl Refused {
     }
 
     fn roll(&mut self, now_ms: i64) {
+        // The common case, without a division: still in the window filling.
+        let since_start = now_ms.wrapping_sub(self.window.wrapping_mul(WINDOW_MS));
+        if (0..WINDOW_MS).contains(&since_start) {
+            return;
+        }
         let window = now_ms.div_euclid(WINDOW_MS);
         if window == self.window {
             return;
@@ -332,6 +506,67 @@ mod tests {
         let (top, _) = r.top(10, 0);
         let want: Vec<Vec<u8>> = (1..=10).map(|i| format!("user:{i}").into_bytes()).collect();
         assert_eq!(top.into_iter().map(|t| t.0).collect::<Vec<_>>(), want);
+    }
+
+    /// The layout's invariants: every counter found by its hash and the table holding nothing
+    /// else, the buckets in increasing count from `min`, each counter in its bucket's list once,
+    /// the counts adding up to the total.
+    fn check(s: &SpaceSaving) {
+        let used = s.table.iter().filter(|&&e| e != 0).count();
+        assert_eq!(used, s.counters.len());
+        for (i, c) in s.counters.iter().enumerate() {
+            assert_eq!(s.find(c.hash), Ok(i as u16));
+        }
+        let mut seen = 0;
+        let mut sum = 0;
+        let (mut bucket, mut prev_bucket, mut prev_count) = (s.min, NIL, 0);
+        while bucket != NIL {
+            let b = s.buckets[usize::from(bucket)];
+            assert!(b.count > prev_count, "buckets in increasing count");
+            assert_eq!(b.prev, prev_bucket);
+            assert_ne!(b.head, NIL, "no empty bucket in the list");
+            let (mut counter, mut prev) = (b.head, NIL);
+            while counter != NIL {
+                let c = &s.counters[usize::from(counter)];
+                assert_eq!((c.bucket, c.prev), (bucket, prev));
+                seen += 1;
+                sum += b.count;
+                (prev, counter) = (counter, c.next);
+            }
+            (prev_bucket, prev_count, bucket) = (bucket, b.count, b.next);
+        }
+        assert_eq!(seen, s.counters.len());
+        assert_eq!(sum, s.total());
+        assert_eq!(s.counts().map(|(_, n)| n).sum::<u64>(), s.total());
+    }
+
+    #[test]
+    fn the_layout_holds_through_hot_names_and_many_new_ones() {
+        let mut s = SpaceSaving::with_seed(42);
+        check(&s);
+        // A few hot names among many that come once: each new one replaces the smallest.
+        let mut state = 1_u64;
+        for i in 0..20_000_u64 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let name = if state >> 62 == 0 {
+                format!("hot:{}", (state >> 40) % 8)
+            } else {
+                format!("login:ip:{}", state >> 44)
+            };
+            s.add(name.as_bytes());
+            if i % 997 == 0 {
+                check(&s);
+            }
+        }
+        check(&s);
+        assert_eq!(s.counters.len(), CAPACITY);
+        // Every hot name (about 625 refusals each, far above 20 000 / 512) is held.
+        let held: Vec<&[u8]> = s.counts().map(|(name, _)| name).collect();
+        for i in 0..8 {
+            assert!(held.contains(&format!("hot:{i}").as_bytes()), "hot:{i}");
+        }
     }
 
     #[test]

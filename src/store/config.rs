@@ -89,7 +89,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
         else {
-            return Err(Error::NotInitialized);
+            return Err(Error::not_initialized(self.name));
         };
         let number = |field: &str, bytes: &[u8], min: i64| {
             args::parse_i64(bytes).filter(|n| *n >= min).ok_or_else(|| {

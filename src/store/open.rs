@@ -88,10 +88,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         permits: impl FnOnce() -> Key<'c, M>,
     ) -> Result<State<'c, M>, Error> {
         self.caller.check(&value)?;
-        expect_kind(&value, KeyType::String)?;
+        expect_derived_kind(&value, KeyType::String)?;
         let permits = permits();
         self.caller.check(&permits)?;
-        expect_kind(&permits, KeyType::ZSet)?;
+        expect_derived_kind(&permits, KeyType::ZSet)?;
         self.refuse_split(&[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
     }
@@ -149,4 +149,15 @@ pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Resul
         k if k == kind => Ok(()),
         _ => Err(Error::WrongType),
     }
+}
+
+/// As [`expect_kind`] for a key derived from the limiter's name, which the error names: the
+/// caller typed only the name, so Redis's bare text would not say which key is in the way.
+pub(super) fn expect_derived_kind<M: OpenMode>(
+    key: &Key<'_, M>,
+    kind: KeyType,
+) -> Result<(), Error> {
+    expect_kind(key, kind).map_err(|_| Error::WrongTypeDerived {
+        key: key.name().to_vec(),
+    })
 }

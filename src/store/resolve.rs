@@ -107,7 +107,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
                 if create.is_none_or(|config| config.mode != Mode::OneKey) {
                     self.refuse_split(&[&self.hash])?;
                 }
-                let config = create.ok_or(Error::NotInitialized)?;
+                let config = create.ok_or_else(|| Error::not_initialized(self.name))?;
                 Ok(Configuration {
                     config: *config,
                     creates: true,

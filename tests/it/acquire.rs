@@ -13,7 +13,10 @@ use std::time::Instant;
 use crate::common::waiters::*;
 use crate::common::*;
 
-const NOT_INITIALIZED: &str = "ERR RateLimiter is not initialized";
+/// Redisson's text, then the limiter's name.
+fn not_initialized(name: &str) -> String {
+    format!("ERR RateLimiter is not initialized (limiter '{name}')")
+}
 const EXCEEDS_RATE: &str = "ERR Requested permits amount cannot exceed defined rate";
 
 /// A waiter that left (timed out, disconnected...) left no ghost in the queue: on the 2-permit
@@ -50,12 +53,18 @@ fn acquires_at_once_when_it_can_and_errors_come_at_once() {
     assert_eq!(stat(&mut con, "waits"), 0, "nothing blocked");
 
     for (command, expected) in [
-        ("RATELIMIT.ACQUIRE nope", NOT_INITIALIZED),
-        ("RATELIMIT.ACQUIRE nope TIMEOUT 0", NOT_INITIALIZED),
-        ("RATELIMIT.ACQUIRE api 4", EXCEEDS_RATE),
-        ("RATELIMIT.ACQUIRE api 4 TIMEOUT 5000", EXCEEDS_RATE),
-        ("RATELIMIT.ACQUIRE api TIMEOUT", "ERR syntax error"),
-        ("RATELIMIT.ACQUIRE api BOGUS", "ERR syntax error"),
+        ("RATELIMIT.ACQUIRE nope", not_initialized("nope")),
+        ("RATELIMIT.ACQUIRE nope TIMEOUT 0", not_initialized("nope")),
+        ("RATELIMIT.ACQUIRE api 4", EXCEEDS_RATE.into()),
+        ("RATELIMIT.ACQUIRE api 4 TIMEOUT 5000", EXCEEDS_RATE.into()),
+        (
+            "RATELIMIT.ACQUIRE api TIMEOUT",
+            "ERR syntax error, TIMEOUT needs a value".into(),
+        ),
+        (
+            "RATELIMIT.ACQUIRE api BOGUS",
+            "ERR syntax error, unknown option 'BOGUS'".into(),
+        ),
     ] {
         assert_eq!(error_of(&mut con, command), expected, "{command}");
         assert_eq!(stat(&mut con, "waits"), 0, "{command} blocked");
@@ -461,7 +470,7 @@ fn delete_fails_the_waiters_and_leaves_nothing() {
     assert_eq!(line::<i64>(&mut con, "RATELIMIT.DELETE api").unwrap(), 3);
     for waiter in [a, b] {
         let served = served(waiter);
-        assert_eq!(served.reply, Reply::Error(NOT_INITIALIZED.into()));
+        assert_eq!(served.reply, Reply::Error(not_initialized("api")));
     }
     wait_blocked(&mut con, 0);
     assert_eq!(stat(&mut con, "errors"), errors + 2);
@@ -485,7 +494,7 @@ fn a_plain_del_of_the_hash_fails_the_waiter() {
     let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
     assert_eq!(line::<i64>(&mut con, "DEL api").unwrap(), 1);
     let served = served(waiter);
-    assert_eq!(served.reply, Reply::Error(NOT_INITIALIZED.into()));
+    assert_eq!(served.reply, Reply::Error(not_initialized("api")));
     wait_blocked(&mut con, 0);
 }
 
@@ -891,7 +900,7 @@ fn flushall_fails_waiters_at_once() {
     let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE fl");
     let _: String = line(&mut con, "FLUSHALL").unwrap();
     let served = served(waiter);
-    assert_eq!(served.reply, Reply::Error(NOT_INITIALIZED.to_string()));
+    assert_eq!(served.reply, Reply::Error(not_initialized("fl")));
     wait_blocked(&mut con, 0);
 }
 

@@ -169,7 +169,7 @@ fn delete_counts_only_existing_keys() {
     // After DELETE the limiter is gone.
     assert_eq!(
         error_of(&mut con, "RATELIMIT.TRYACQUIRE api"),
-        "ERR RateLimiter is not initialized"
+        "ERR RateLimiter is not initialized (limiter 'api')"
     );
 }
 

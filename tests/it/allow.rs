@@ -76,7 +76,7 @@ fn allow_replies_every_field_an_api_needs() {
     );
     assert_eq!(
         error_of(&mut con, "RATELIMIT.ALLOW missing"),
-        "ERR RateLimiter is not initialized"
+        "ERR RateLimiter is not initialized (limiter 'missing')"
     );
 }
 
@@ -212,14 +212,20 @@ fn a_creation_that_fails_writes_nothing() {
         ),
         (
             "RATELIMIT.ALLOW wt RATE 3 1000",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE Operation against a key holding the wrong kind of value (key '{wt}:value')",
         ),
         (
             "RATELIMIT.ALLOW wt2 RATE 3 1000",
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "WRONGTYPE Operation against a key holding the wrong kind of value (key '{wt2}:permits')",
         ),
-        ("RATELIMIT.ALLOW new RATE 3", "ERR syntax error"),
-        ("RATELIMIT.ALLOW new RATE 3 1000 NX", "ERR syntax error"),
+        (
+            "RATELIMIT.ALLOW new RATE 3",
+            "ERR syntax error, RATE needs a rate and an interval",
+        ),
+        (
+            "RATELIMIT.ALLOW new RATE 3 1000 NX",
+            "ERR syntax error, unknown option 'NX'",
+        ),
     ] {
         assert_eq!(error_of(&mut con, command), error, "{command}");
         assert_eq!(snapshot(&mut con), before, "{command} wrote something");
@@ -331,7 +337,10 @@ fn allowall_errors_name_the_limiter_and_write_nothing() {
             "RATELIMIT.ALLOWALL 3 {u}:a {u}:pc",
             "ERR wrong number of arguments for 'ratelimit.allowall' command",
         ),
-        ("RATELIMIT.ALLOWALL 1 {u}:a FOO", "ERR syntax error"),
+        (
+            "RATELIMIT.ALLOWALL 1 {u}:a FOO",
+            "ERR syntax error, unknown option 'FOO'",
+        ),
         (
             "RATELIMIT.ALLOWALL 0 {u}:a",
             "ERR numkeys must be an integer between 1 and 1024",

@@ -311,7 +311,7 @@ fn errors_name_the_problem_and_write_nothing() {
         ),
         (
             "RATELIMIT.CANCEL nope t".to_string(),
-            "ERR RateLimiter is not initialized",
+            "ERR RateLimiter is not initialized (limiter 'nope')",
         ),
         (
             "RATELIMIT.CANCEL pc t".to_string(),
@@ -325,22 +325,25 @@ fn errors_name_the_problem_and_write_nothing() {
             format!("RATELIMIT.ACQUIRE api TICKET {long}"),
             "ERR TICKET must be 1 to 64 bytes",
         ),
-        ("RATELIMIT.CANCEL api t FOO".to_string(), "ERR syntax error"),
+        (
+            "RATELIMIT.CANCEL api t FOO".to_string(),
+            "ERR syntax error, unknown option 'FOO'",
+        ),
         (
             "RATELIMIT.CANCEL api t CLIENT".to_string(),
-            "ERR syntax error",
+            "ERR syntax error, CLIENT needs a value",
         ),
         (
             "RATELIMIT.ACQUIRE api TICKET".to_string(),
-            "ERR syntax error",
+            "ERR syntax error, TICKET needs a value",
         ),
         (
             "RATELIMIT.ACQUIRE api TICKET a TICKET b".to_string(),
-            "ERR syntax error",
+            "ERR syntax error, TICKET specified multiple times",
         ),
         (
             "RATELIMIT.TRYACQUIRE api TICKET a".to_string(),
-            "ERR syntax error",
+            "ERR syntax error, unknown option 'TICKET'",
         ),
     ] {
         assert_eq!(error_of(&mut con, &command), expected, "{command}");

@@ -194,12 +194,12 @@ fn hash_lacking_rate_interval_or_type_is_not_initialized() {
         let before = snapshot(&mut con);
         assert_eq!(
             error_of(&mut con, &format!("RATELIMIT.CONFIG {key}")),
-            "ERR RateLimiter is not initialized",
+            format!("ERR RateLimiter is not initialized (limiter '{key}')"),
             "{key}"
         );
         assert_eq!(
             error_of(&mut con, &format!("RATELIMIT.TRYACQUIRE {key} 1")),
-            "ERR RateLimiter is not initialized",
+            format!("ERR RateLimiter is not initialized (limiter '{key}')"),
             "{key}"
         );
         assert_eq!(snapshot(&mut con), before, "{key}: nothing written");
@@ -207,6 +207,6 @@ fn hash_lacking_rate_interval_or_type_is_not_initialized() {
     // A missing hash is also not initialized for TRYACQUIRE (CONFIG says nil instead).
     assert_eq!(
         error_of(&mut con, "RATELIMIT.TRYACQUIRE missing 1"),
-        "ERR RateLimiter is not initialized"
+        "ERR RateLimiter is not initialized (limiter 'missing')"
     );
 }

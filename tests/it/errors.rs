@@ -4,7 +4,15 @@
 use crate::common::*;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NOT_INITIALIZED: &str = "ERR RateLimiter is not initialized";
+/// Redisson's text, which clients match on, then the limiter's name.
+fn not_initialized(name: &str) -> String {
+    format!("ERR RateLimiter is not initialized (limiter '{name}')")
+}
+
+/// Redis's text, then the derived key that holds another type.
+fn wrongtype_of(key: &str) -> String {
+    format!("{WRONGTYPE} (key '{key}')")
+}
 const SYNTAX: &str = "ERR syntax error";
 const RATE_ERR: &str = "ERR rate must be an integer between 1 and 4294967295";
 const INTERVAL_ERR: &str = "ERR interval must be an integer between 1 and 3153600000000";
@@ -113,85 +121,263 @@ fn wrong_arity_for_every_command() {
     }
 }
 
+/// Every unknown, repeated, conflicting or incomplete option: `ERR syntax error, ` (the prefix
+/// clients match on) and what is wrong, naming the word the parser stopped at.
 #[test]
 fn unknown_repeated_and_incomplete_options_are_syntax_errors() {
     let mut server = Server::start();
     let mut con = server.conn();
     populated(&mut con);
-    for text in [
+    for (text, detail) in [
         // SETRATE: conflicts, repeats, unknown words, options missing their value.
-        "RATELIMIT.SETRATE api 10 1000 NX XX",
-        "RATELIMIT.SETRATE api 10 1000 xx nx",
-        "RATELIMIT.SETRATE api 10 1000 NX KEEPSTATE",
-        "RATELIMIT.SETRATE api 10 1000 KEEPSTATE nx",
-        "RATELIMIT.SETRATE api 10 1000 OVERALL PER_CLIENT",
-        "RATELIMIT.SETRATE api 10 1000 per_client OVERALL",
-        "RATELIMIT.SETRATE api 10 1000 OVERALL overall",
-        "RATELIMIT.SETRATE api 10 1000 XX XX",
-        "RATELIMIT.SETRATE api 10 1000 NX NX",
-        "RATELIMIT.SETRATE api 10 1000 KEEPSTATE KEEPSTATE",
-        "RATELIMIT.SETRATE api 10 1000 KEEPALIVE 2000 KEEPALIVE 2000",
-        "RATELIMIT.SETRATE api 10 1000 CLIENT a CLIENT b",
-        "RATELIMIT.SETRATE api 10 1000 CLIENT a CLIENT a",
-        "RATELIMIT.SETRATE api 10 1000 KEEPALIVE",
-        "RATELIMIT.SETRATE api 10 1000 CLIENT",
-        "RATELIMIT.SETRATE api 10 1000 FAST",
-        "RATELIMIT.SETRATE api 10 1000 10",
-        "RATELIMIT.SETRATE api 10 1000 OVERALL KEEPSTATE XX CLIENT c1 junk",
-        // TRYACQUIRE
-        "RATELIMIT.TRYACQUIRE api 1 2",
-        "RATELIMIT.TRYACQUIRE api FOO",
-        "RATELIMIT.TRYACQUIRE api 1 FOO",
-        "RATELIMIT.TRYACQUIRE api CLIENT",
-        "RATELIMIT.TRYACQUIRE api 1 CLIENT",
-        "RATELIMIT.TRYACQUIRE api CLIENT a CLIENT b",
-        "RATELIMIT.TRYACQUIRE api 1 CLIENT a extra",
-        "RATELIMIT.TRYACQUIRE pc CLIENT c1 CLIENT c1",
+        (
+            "RATELIMIT.SETRATE api 10 1000 NX XX",
+            "NX and XX options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 xx nx",
+            "XX and NX options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 NX KEEPSTATE",
+            "NX and KEEPSTATE options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 KEEPSTATE nx",
+            "NX and KEEPSTATE options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 OVERALL PER_CLIENT",
+            "OVERALL and PER_CLIENT options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 per_client OVERALL",
+            "PER_CLIENT and OVERALL options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 OVERALL overall",
+            "OVERALL specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 XX XX",
+            "XX specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 NX NX",
+            "NX specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 KEEPSTATE KEEPSTATE",
+            "KEEPSTATE specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 KEEPALIVE 2000 KEEPALIVE 2000",
+            "KEEPALIVE specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 CLIENT a CLIENT a",
+            "CLIENT specified multiple times",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 KEEPALIVE",
+            "KEEPALIVE needs a value",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 PRECISION",
+            "PRECISION needs a value",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 CLIENT",
+            "CLIENT needs a value",
+        ),
+        (
+            "RATELIMIT.SETRATE api 10 1000 FAST",
+            "unknown option 'FAST'",
+        ),
+        ("RATELIMIT.SETRATE api 10 1000 10", "unknown option '10'"),
+        (
+            "RATELIMIT.SETRATE api 10 1000 OVERALL KEEPSTATE XX CLIENT c1 junk",
+            "unknown option 'junk'",
+        ),
+        // TRYACQUIRE: a word where permits go that is no number is read as an option.
+        ("RATELIMIT.TRYACQUIRE login abc", "unknown option 'abc'"),
+        ("RATELIMIT.TRYACQUIRE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.TRYACQUIRE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.TRYACQUIRE api 1 FOO", "unknown option 'FOO'"),
+        (
+            "RATELIMIT.TRYACQUIRE api TIMEOUT 10",
+            "unknown option 'TIMEOUT'",
+        ),
+        ("RATELIMIT.TRYACQUIRE api CLIENT", "CLIENT needs a value"),
+        ("RATELIMIT.TRYACQUIRE api 1 CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.TRYACQUIRE api CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE api 1 CLIENT a extra",
+            "unknown option 'extra'",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE pc CLIENT c1 CLIENT c1",
+            "CLIENT specified multiple times",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE 10",
+            "RATE needs a rate and an interval",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE",
+            "RATE needs a rate and an interval",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE 10 1000 RATE 10 1000",
+            "RATE specified multiple times",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE 10 1000 OVERALL PER_CLIENT",
+            "OVERALL and PER_CLIENT options at the same time are not compatible",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE 10 1000 KEEPALIVE",
+            "KEEPALIVE needs a value",
+        ),
+        (
+            "RATELIMIT.TRYACQUIRE new RATE 10 1000 NX",
+            "unknown option 'NX'",
+        ),
         // ACQUIRE
-        "RATELIMIT.ACQUIRE api 1 2",
-        "RATELIMIT.ACQUIRE api FOO",
-        "RATELIMIT.ACQUIRE api 1 TIMEOUT",
-        "RATELIMIT.ACQUIRE api TIMEOUT 10 TIMEOUT 10",
-        "RATELIMIT.ACQUIRE api TIMEOUT 10 10",
-        "RATELIMIT.ACQUIRE api CLIENT",
-        "RATELIMIT.ACQUIRE api CLIENT a CLIENT b",
-        "RATELIMIT.ACQUIRE api TICKET",
-        "RATELIMIT.ACQUIRE api TICKET a TICKET a",
+        ("RATELIMIT.ACQUIRE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.ACQUIRE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.ACQUIRE api 1 TIMEOUT", "TIMEOUT needs a value"),
+        (
+            "RATELIMIT.ACQUIRE api TIMEOUT 10 TIMEOUT 10",
+            "TIMEOUT specified multiple times",
+        ),
+        ("RATELIMIT.ACQUIRE api TIMEOUT 10 10", "unknown option '10'"),
+        ("RATELIMIT.ACQUIRE api CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.ACQUIRE api CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
+        ("RATELIMIT.ACQUIRE api TICKET", "TICKET needs a value"),
+        (
+            "RATELIMIT.ACQUIRE api TICKET a TICKET a",
+            "TICKET specified multiple times",
+        ),
+        // ALLOW, PEEK and ALLOWALL
+        ("RATELIMIT.ALLOW api 1 2", "unknown option '2'"),
+        ("RATELIMIT.ALLOW api TIMEOUT 10", "unknown option 'TIMEOUT'"),
+        ("RATELIMIT.PEEK api RATE 10 1000", "unknown option 'RATE'"),
+        ("RATELIMIT.PEEK api CLIENT", "CLIENT needs a value"),
+        ("RATELIMIT.ALLOWALL 1 api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.ALLOWALL 1 api PERMITS", "PERMITS needs a value"),
+        (
+            "RATELIMIT.ALLOWALL 1 api PERMITS 1 permits 1",
+            "PERMITS specified multiple times",
+        ),
+        (
+            "RATELIMIT.ALLOWALL 1 api CLIENT a CLIENT a",
+            "CLIENT specified multiple times",
+        ),
         // AVAILABLE
-        "RATELIMIT.AVAILABLE api FOO",
-        "RATELIMIT.AVAILABLE api 1",
-        "RATELIMIT.AVAILABLE api CLIENT",
-        "RATELIMIT.AVAILABLE api CLIENT a CLIENT b",
+        ("RATELIMIT.AVAILABLE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.AVAILABLE api 1", "unknown option '1'"),
+        ("RATELIMIT.AVAILABLE api CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.AVAILABLE api CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
         // RELEASE
-        "RATELIMIT.RELEASE api 1 FOO",
-        "RATELIMIT.RELEASE api 1 2",
-        "RATELIMIT.RELEASE api 1 CLIENT",
-        "RATELIMIT.RELEASE pc 1 CLIENT c1 CLIENT c2",
+        ("RATELIMIT.RELEASE api 1 FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.RELEASE api 1 2", "unknown option '2'"),
+        ("RATELIMIT.RELEASE api 1 CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.RELEASE pc 1 CLIENT c1 CLIENT c2",
+            "CLIENT specified multiple times",
+        ),
         // CANCEL
-        "RATELIMIT.CANCEL api t FOO",
-        "RATELIMIT.CANCEL api t 1",
-        "RATELIMIT.CANCEL api t CLIENT",
-        "RATELIMIT.CANCEL pc t CLIENT c1 CLIENT c2",
+        ("RATELIMIT.CANCEL api t FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.CANCEL api t 1", "unknown option '1'"),
+        ("RATELIMIT.CANCEL api t CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.CANCEL pc t CLIENT c1 CLIENT c2",
+            "CLIENT specified multiple times",
+        ),
         // DELETE
-        "RATELIMIT.DELETE api FOO",
-        "RATELIMIT.DELETE api CLIENT",
-        "RATELIMIT.DELETE api CLIENT a CLIENT b",
+        ("RATELIMIT.DELETE api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.DELETE api CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.DELETE api CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
         // EXPIRE
-        "RATELIMIT.EXPIRE api 1000 FOO",
-        "RATELIMIT.EXPIRE api 1000 NX NX",
-        "RATELIMIT.EXPIRE api 1000 XX xx",
-        "RATELIMIT.EXPIRE api 1000 GT GT",
-        "RATELIMIT.EXPIRE api 1000 LT LT",
-        "RATELIMIT.EXPIRE api 1000 CLIENT",
-        "RATELIMIT.EXPIRE api 1000 CLIENT a CLIENT b",
-        "RATELIMIT.EXPIRE api 1000 1000",
+        ("RATELIMIT.EXPIRE api 1000 FOO", "unknown option 'FOO'"),
+        (
+            "RATELIMIT.EXPIRE api 1000 NX NX",
+            "NX specified multiple times",
+        ),
+        (
+            "RATELIMIT.EXPIRE api 1000 XX xx",
+            "XX specified multiple times",
+        ),
+        (
+            "RATELIMIT.EXPIRE api 1000 GT GT",
+            "GT specified multiple times",
+        ),
+        (
+            "RATELIMIT.EXPIRE api 1000 LT LT",
+            "LT specified multiple times",
+        ),
+        ("RATELIMIT.EXPIRE api 1000 CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.EXPIRE api 1000 CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
+        ("RATELIMIT.EXPIRE api 1000 1000", "unknown option '1000'"),
         // PERSIST
-        "RATELIMIT.PERSIST api FOO",
-        "RATELIMIT.PERSIST api CLIENT",
-        "RATELIMIT.PERSIST api CLIENT a CLIENT b",
+        ("RATELIMIT.PERSIST api FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.PERSIST api CLIENT", "CLIENT needs a value"),
+        (
+            "RATELIMIT.PERSIST api CLIENT a CLIENT b",
+            "CLIENT specified multiple times",
+        ),
+        // GCRAALLOW and TOPREFUSED
+        ("RATELIMIT.GCRAALLOW g 1 1 1 FOO 1", "unknown option 'FOO'"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 FOO", "unknown option 'FOO'"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 TOKENS", "TOKENS needs a value"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 atmost", "ATMOST needs a value"),
+        ("RATELIMIT.TOPREFUSED 10 20", "unknown option '20'"),
     ] {
-        fails_with(&mut server, &mut con, text, SYNTAX);
+        let error = fails(&mut server, &mut con, text);
+        assert!(error.starts_with(SYNTAX), "`{text}`: {error}");
+        assert_eq!(error, format!("{SYNTAX}, {detail}"), "`{text}`");
     }
+    // The word is shown as the other errors show names: escaped, and cut after 256 bytes.
+    let long = vec![b'x'; 300];
+    assert_eq!(
+        fails_words(
+            &mut server,
+            &mut con,
+            &[b"RATELIMIT.TRYACQUIRE", b"api", b"a\r\nb'"]
+        ),
+        "ERR syntax error, unknown option 'a\\x0d\\x0ab\\x27'"
+    );
+    assert_eq!(
+        fails_words(
+            &mut server,
+            &mut con,
+            &[b"RATELIMIT.AVAILABLE", b"api", &long]
+        ),
+        format!(
+            "ERR syntax error, unknown option '{}...(44 more bytes)'",
+            "x".repeat(256)
+        )
+    );
 }
 
 #[test]
@@ -434,7 +620,7 @@ fn uninitialized_limiters_are_refused() {
         "RATELIMIT.RELEASE nope 1",
         "RATELIMIT.CANCEL nope t",
     ] {
-        fails_with(&mut server, &mut con, text, NOT_INITIALIZED);
+        fails_with(&mut server, &mut con, text, &not_initialized("nope"));
     }
     // Leftover state without a hash does not make a limiter either.
     line::<()>(&mut con, "SET {ghost}:value 5").unwrap();
@@ -443,7 +629,7 @@ fn uninitialized_limiters_are_refused() {
         &mut server,
         &mut con,
         "RATELIMIT.TRYACQUIRE ghost",
-        NOT_INITIALIZED,
+        &not_initialized("ghost"),
     );
     // A hash missing any one of rate, interval, type.
     for (name, fields) in [
@@ -458,9 +644,14 @@ fn uninitialized_limiters_are_refused() {
             format!("RATELIMIT.AVAILABLE {name}"),
             format!("RATELIMIT.RELEASE {name} 1"),
         ] {
-            fails_with(&mut server, &mut con, &cmd, NOT_INITIALIZED);
+            fails_with(&mut server, &mut con, &cmd, &not_initialized(name));
         }
     }
+    // A binary name is shown escaped, as every error shows names.
+    assert_eq!(
+        fails_words(&mut server, &mut con, &[b"RATELIMIT.TRYACQUIRE", b"a\r\n'"]),
+        "ERR RateLimiter is not initialized (limiter 'a\\x0d\\x0a\\x27')"
+    );
 }
 
 #[test]
@@ -554,7 +745,14 @@ fn wrongtype_when_the_value_or_the_permits_key_holds_another_type() {
         line::<()>(&mut con, setup).unwrap();
     }
     freeze_expiries(&mut con);
-    for name in ["v1", "v2", "v3", "p1", "p2", "p3"] {
+    for (name, key) in [
+        ("v1", "{v1}:value"),
+        ("v2", "{v2}:value"),
+        ("v3", "{v3}:value"),
+        ("p1", "{p1}:permits"),
+        ("p2", "{p2}:permits"),
+        ("p3", "{p3}:permits"),
+    ] {
         for cmd in [
             format!("RATELIMIT.TRYACQUIRE {name}"),
             format!("RATELIMIT.ACQUIRE {name} TIMEOUT 1000"),
@@ -569,8 +767,10 @@ fn wrongtype_when_the_value_or_the_permits_key_holds_another_type() {
             format!("RATELIMIT.EXPIRE {name} 1000"),
             format!("RATELIMIT.EXPIRE {name} -1"),
             format!("RATELIMIT.PERSIST {name}"),
+            format!("RATELIMIT.PEEK {name}"),
+            format!("RATELIMIT.ALLOW {name}"),
         ] {
-            fails_with(&mut server, &mut con, &cmd, WRONGTYPE);
+            fails_with(&mut server, &mut con, &cmd, &wrongtype_of(key));
         }
     }
 }
@@ -584,7 +784,7 @@ fn wrongtype_on_a_clients_keys() {
     line::<()>(&mut con, "RPUSH {pc}:value:c2 1").unwrap();
     line::<()>(&mut con, "SET {pc}:permits:c3 1").unwrap();
     freeze_expiries(&mut con);
-    for client in ["c2", "c3"] {
+    for (client, key) in [("c2", "{pc}:value:c2"), ("c3", "{pc}:permits:c3")] {
         for cmd in [
             format!("RATELIMIT.TRYACQUIRE pc CLIENT {client}"),
             format!("RATELIMIT.ACQUIRE pc TIMEOUT 1000 CLIENT {client}"),
@@ -597,7 +797,7 @@ fn wrongtype_on_a_clients_keys() {
             format!("RATELIMIT.EXPIRE pc 1000 CLIENT {client}"),
             format!("RATELIMIT.PERSIST pc CLIENT {client}"),
         ] {
-            fails_with(&mut server, &mut con, &cmd, WRONGTYPE);
+            fails_with(&mut server, &mut con, &cmd, &wrongtype_of(key));
         }
     }
     // The healthy client is still served.

@@ -89,7 +89,7 @@ fn a_lost_hash_uninitializes_the_limiter_and_rate_recreates_it_keeping_the_state
     assert_eq!(evicted_counted(&mut con), 1);
     assert_eq!(
         error_of(&mut con, "RATELIMIT.TRYACQUIRE lim"),
-        "ERR RateLimiter is not initialized"
+        "ERR RateLimiter is not initialized (limiter 'lim')"
     );
     // RATE re-creates it; the 3 still logged count.
     let reply: Vec<Value> = line(&mut con, "RATELIMIT.ALLOW lim 1 RATE 5 1000").unwrap();

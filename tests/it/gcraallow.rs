@@ -240,7 +240,7 @@ fn multi_lua_and_errors() {
         ("RATELIMIT.GCRAALLOW k 1 0 1", "ERR tokens_per_period must be an integer between 1 and 9223372036854775807"),
         ("RATELIMIT.GCRAALLOW k 1 1 0", "ERR period must be a number of seconds above 0 and below 1e12"),
         ("RATELIMIT.GCRAALLOW k 1 1 1 ATMOST -1", "ERR ATMOST must be an integer between 0 and 9223372036854775807"),
-        ("RATELIMIT.GCRAALLOW k 1 1 1 TOKENS", "ERR syntax error"),
+        ("RATELIMIT.GCRAALLOW k 1 1 1 TOKENS", "ERR syntax error, TOKENS needs a value"),
         ("RATELIMIT.GCRAALLOW k 1 1 1 TOKENS 9223372036854775807", "ERR burst, tokens_per_period, period and the count overflow 64-bit microseconds"),
         ("RATELIMIT.GCRAALLOW k 1 1", "ERR wrong number of arguments for 'ratelimit.gcraallow' command"),
     ] {

@@ -286,13 +286,17 @@ fn documented_tokens_are_the_ones_the_parsers_accept() {
         assert_eq!(got, reply, "`{text}`");
     }
     // A token no doc mentions is not accepted.
-    for text in [
-        "RATELIMIT.SETRATE d 5 1000 KEEPALIVES 0",
-        "RATELIMIT.TRYACQUIRE d 1 TIMEOUT 10",
-        "RATELIMIT.EXPIRE d 1000 CLIENTS c",
-        "RATELIMIT.GCRAALLOW g 1 1 1 COUNT 1",
+    for (text, word) in [
+        ("RATELIMIT.SETRATE d 5 1000 KEEPALIVES 0", "KEEPALIVES"),
+        ("RATELIMIT.TRYACQUIRE d 1 TIMEOUT 10", "TIMEOUT"),
+        ("RATELIMIT.EXPIRE d 1000 CLIENTS c", "CLIENTS"),
+        ("RATELIMIT.GCRAALLOW g 1 1 1 COUNT 1", "COUNT"),
     ] {
-        assert_eq!(error_of(&mut con, text), "ERR syntax error", "`{text}`");
+        assert_eq!(
+            error_of(&mut con, text),
+            format!("ERR syntax error, unknown option '{word}'"),
+            "`{text}`"
+        );
     }
 }
 
@@ -698,7 +702,7 @@ fn info_ratelimit_counters_move_exactly_as_commands_run() {
     assert_eq!(line::<i64>(&mut con, "RATELIMIT.DELETE a").unwrap(), 3);
     let reply = waiter.recv_response().and_then(Value::extract_error);
     let err = error_line(&reply.expect_err("the waiter gets an error"));
-    assert_eq!(err, "ERR RateLimiter is not initialized");
+    assert_eq!(err, "ERR RateLimiter is not initialized (limiter 'a')");
     wait_for_blocked(&mut con, 0);
     let after = stats(&mut con);
     assert_eq!(

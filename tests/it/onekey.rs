@@ -100,7 +100,7 @@ impl Packed {
         assert!(body[at..].iter().all(|&b| b == 0), "padding of {bytes:?}");
         let alloc = bytes.len() + if bytes.len() < 256 { 4 } else { 6 };
         assert!(
-            alloc <= 128 && alloc % 16 == 0 || alloc > 128 && alloc % 32 == 0,
+            alloc <= 128 && alloc.is_multiple_of(16) || alloc > 128 && alloc.is_multiple_of(32),
             "{} bytes fill no size class",
             bytes.len()
         );
@@ -796,7 +796,7 @@ fn delete_expire_and_persist_act_on_the_one_key() {
     assert_eq!(ok::<i64>(&mut con, "RATELIMIT.DELETE k"), 0);
     assert_eq!(
         error_of(&mut con, "RATELIMIT.TRYACQUIRE k"),
-        "ERR RateLimiter is not initialized"
+        "ERR RateLimiter is not initialized (limiter 'k')"
     );
     // An expiry in the past deletes it, as PEXPIRE does.
     ok::<i64>(&mut con, "RATELIMIT.SETRATE k 3 1000 ONEKEY");
@@ -1312,12 +1312,12 @@ fn errors_name_the_key_and_write_nothing() {
     refused(
         &mut con,
         "RATELIMIT.SETRATE x 5 1000 ONEKEY PER_CLIENT",
-        "ERR syntax error",
+        "ERR syntax error, ONEKEY and PER_CLIENT options at the same time are not compatible",
     );
     refused(
         &mut con,
         "RATELIMIT.SETRATE x 5 1000 ONEKEY ONEKEY",
-        "ERR syntax error",
+        "ERR syntax error, ONEKEY specified multiple times",
     );
     refused(
         &mut con,

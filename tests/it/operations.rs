@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 use crate::common::waiters::*;
 use crate::common::*;
 
-const NOT_INITIALIZED: &str = "ERR RateLimiter is not initialized";
+/// Redisson's text, then the limiter's name.
+fn not_initialized(name: &str) -> String {
+    format!("ERR RateLimiter is not initialized (limiter '{name}')")
+}
 
 fn setrate(con: &mut Connection, args: &str) {
     let reply: i64 = line(con, &format!("RATELIMIT.SETRATE {args}")).expect("SETRATE");
@@ -365,7 +368,7 @@ fn swapdb_move_and_rename_wake_the_waiters_of_the_limiter_they_change() {
     assert_eq!(ok, "OK");
     assert_eq!(
         served(waiter).reply,
-        Reply::Error(NOT_INITIALIZED.into()),
+        Reply::Error(not_initialized("a")),
         "SWAPDB took the limiter away"
     );
     let ok: String = line(&mut con, "SWAPDB 0 1").unwrap();
@@ -376,7 +379,7 @@ fn swapdb_move_and_rename_wake_the_waiters_of_the_limiter_they_change() {
     assert_eq!(moved, 1);
     assert_eq!(
         served(waiter).reply,
-        Reply::Error(NOT_INITIALIZED.into()),
+        Reply::Error(not_initialized("b")),
         "MOVE took the hash away"
     );
 

@@ -117,7 +117,10 @@ fn peek_fails_as_allow_does_and_writes_nothing() {
     line::<()>(&mut con, "SET str x").unwrap();
     let before = snapshot(&mut con);
     for (command, error) in [
-        ("RATELIMIT.PEEK nope", "ERR RateLimiter is not initialized"),
+        (
+            "RATELIMIT.PEEK nope",
+            "ERR RateLimiter is not initialized (limiter 'nope')",
+        ),
         ("RATELIMIT.PEEK str", "WRONGTYPE"),
         (
             "RATELIMIT.PEEK pc",
@@ -131,8 +134,14 @@ fn peek_fails_as_allow_does_and_writes_nothing() {
             "RATELIMIT.PEEK api 0",
             "ERR permits must be an integer between 1 and 4294967295",
         ),
-        ("RATELIMIT.PEEK api RATE 3 1000", "ERR syntax error"),
-        ("RATELIMIT.PEEK api CLIENT", "ERR syntax error"),
+        (
+            "RATELIMIT.PEEK api RATE 3 1000",
+            "ERR syntax error, unknown option 'RATE'",
+        ),
+        (
+            "RATELIMIT.PEEK api CLIENT",
+            "ERR syntax error, CLIENT needs a value",
+        ),
         (
             "RATELIMIT.PEEK",
             "ERR wrong number of arguments for 'ratelimit.peek' command",

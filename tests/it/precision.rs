@@ -61,8 +61,14 @@ fn precision_is_stored_as_the_modules_own_field() {
             "p 10 1000 PRECISION 1001",
             "ERR PRECISION must be an integer between 1 and 1000",
         ),
-        ("p 10 1000 PRECISION 5 PRECISION 5", "ERR syntax error"),
-        ("p 10 1000 PRECISION", "ERR syntax error"),
+        (
+            "p 10 1000 PRECISION 5 PRECISION 5",
+            "ERR syntax error, PRECISION specified multiple times",
+        ),
+        (
+            "p 10 1000 PRECISION",
+            "ERR syntax error, PRECISION needs a value",
+        ),
     ] {
         assert_eq!(
             error_of(&mut con, &format!("RATELIMIT.SETRATE {args}")),

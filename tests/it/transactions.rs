@@ -251,7 +251,7 @@ fn multi_exec_replies_as_the_commands_run_one_by_one() {
     );
     assert_eq!(
         first[0],
-        Reply::Error("ERR RateLimiter is not initialized".into())
+        Reply::Error("ERR RateLimiter is not initialized (limiter 'nope')".into())
     );
     assert_eq!(first[1], Reply::Value(Value::Int(1)));
     assert!(matches!(&first[2], Reply::Value(Value::Array(a)) if a.len() == 8));
@@ -282,13 +282,16 @@ fn redis_call_raises_the_error_and_redis_pcall_returns_it() {
     for (command, error) in [
         (
             "RATELIMIT.TRYACQUIRE nope",
-            "ERR RateLimiter is not initialized",
+            "ERR RateLimiter is not initialized (limiter 'nope')",
         ),
         (
             "RATELIMIT.TRYACQUIRE api 3",
             "ERR Requested permits amount cannot exceed defined rate",
         ),
-        ("RATELIMIT.ACQUIRE api 1 BOGUS", "ERR syntax error"),
+        (
+            "RATELIMIT.ACQUIRE api 1 BOGUS",
+            "ERR syntax error, unknown option 'BOGUS'",
+        ),
         (
             "RATELIMIT.RELEASE str 1",
             "WRONGTYPE key 'str' holds a string that is not a ONEKEY rate limiter",

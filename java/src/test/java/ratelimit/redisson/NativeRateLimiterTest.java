@@ -160,7 +160,8 @@ class NativeRateLimiterTest extends ModuleTestBase {
         for (Runnable call : List.<Runnable>of(mine::tryAcquire, mine::availablePermits, () -> mine.release(1),
                 () -> mine.tryAcquire(1, Duration.ofSeconds(1)), mine::acquire)) {
             RedisException e = assertThrows(RedisException.class, call::run);
-            assertTrue(e.getMessage().startsWith("ERR RateLimiter is not initialized"), e.getMessage());
+            assertTrue(e.getMessage().startsWith("ERR RateLimiter is not initialized (limiter 'api')"),
+                    e.getMessage());
         }
         RedisException redissons = assertThrows(RedisException.class, theirs::tryAcquire);
         assertTrue(redissons.getMessage().contains("RateLimiter is not initialized"), redissons.getMessage());

@@ -81,7 +81,7 @@ class AdminInteropTest extends InteropBase {
         assertNull(rl("CONFIG", "d"));
         assertEquals(0L, exists("d", valueKey("d"), permitsKey("d")));
         assertFalse(j.isExists());
-        assertEquals("ERR RateLimiter is not initialized", rlError("TRYACQUIRE", "d"));
+        assertEquals("ERR RateLimiter is not initialized (limiter 'd')", rlError("TRYACQUIRE", "d"));
 
         assertTrue(j.trySetRate(RateType.OVERALL, 5, Duration.ofSeconds(60)));
         assertTrue(j.tryAcquire(2));
