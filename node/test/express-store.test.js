@@ -54,7 +54,7 @@ describe('RedisStore (express-rate-limit) on RATELIMIT.ALLOW', () => {
   });
 
   for (const client of ['ioredis call', 'node-redis sendCommand', 'ioredisSendCommand']) {
-    it(`counts hits in an exact sliding window (${client})`, async () => {
+    it(`counts hits in a sliding window (${client})`, async () => {
       const store = new RedisStore({ ...clients[client] });
       store.init({ limit: 3, windowMs: WINDOW });
       const hits = [];
