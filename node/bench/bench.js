@@ -1,5 +1,5 @@
 // The three Redis stores a Node API can limit with, side by side in one run on one server:
-// ratelimit-node's RedisStore (RATELIMIT.ALLOW, a sliding log in three keys), rate-limit-redis's
+// ratelimit-node's RedisStore (RATELIMIT.ALLOW, a sliding log in one key), rate-limit-redis's
 // RedisStore (its fixed-window script on one key) and rate-limiter-flexible's RateLimiterRedis
 // (its fixed-window script on one key). For each, on a hot key and on 200 000 keys at random:
 // server CPU per call (INFO commandstats' usec of the command the store sends, and the server

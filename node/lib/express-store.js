@@ -1,32 +1,15 @@
-// express-rate-limit's Store on the module's exact sliding log: one RATELIMIT.ALLOW per request.
+// express-rate-limit's Store on the module's sliding log in one key: one RATELIMIT.ALLOW per
+// request.
 'use strict';
 
-const { createHash } = require('node:crypto');
-const { stateKey } = require('./keys');
 const { fields } = require('./reply');
 
 /** The module's bounds on a rate and an interval (docs/commands/setrate.md). */
 const MAX_RATE = 4294967295;
 const MAX_INTERVAL = 3153600000000;
 
-/**
- * `get` reads a limiter in one atomic call: its configuration, what AVAILABLE says (computed, not
- * written), the newest log entry (when the whole rate is free again) and the server's clock the
- * log is scored with. A missing limiter replies nil.
- */
-const GET_SCRIPT = [
-  "local conf = redis.call('HMGET', KEYS[1], 'rate', 'interval')",
-  'if not conf[1] or not conf[2] then return false end',
-  "local available = redis.call('RATELIMIT.AVAILABLE', KEYS[1])",
-  "local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')",
-  "local now = redis.call('TIME')",
-  "return {conf[1], conf[2], available, newest[2] or '', now[1], now[2]}",
-].join('\n');
-const GET_SCRIPT_SHA = createHash('sha1').update(GET_SCRIPT).digest('hex');
-
 const isNotInitialized = (error) =>
   error instanceof Error && error.message.includes('RateLimiter is not initialized');
-const isNoScript = (error) => error instanceof Error && /^NOSCRIPT(?:\s|$)/.test(error.message);
 
 class RedisStore {
   /**
@@ -83,9 +66,12 @@ class RedisStore {
     }
     this.limit = limit;
     this.windowMs = windowMs;
-    // KEEPALIVE = the window: a limiter idle for a whole window has nothing left to remember,
-    // and its keys expire by themselves.
-    this.rateArgs = ['RATE', String(limit), String(windowMs), 'KEEPALIVE', String(windowMs)];
+    // ONEKEY: the limiter's whole state in one string key under its name (no Redisson client
+    // shares express-rate-limit's limiters), at the module's default precision: a hit leaves
+    // the window at most windowMs / 60 late, never early, and the key holds at most 61 entries
+    // whatever the limit. KEEPALIVE = the window: a limiter idle for a whole window has nothing
+    // left to remember, and its key expires by itself.
+    this.rateArgs = ['RATE', String(limit), String(windowMs), 'ONEKEY', 'KEEPALIVE', String(windowMs)];
     // Only with skipFailedRequests is a refused hit (a 429, a failed request) handed back to
     // decrement; it took no permit, so that decrement must give nothing back.
     this.tracksRefusals = Boolean(options.skipFailedRequests);
@@ -154,31 +140,25 @@ class RedisStore {
   }
 
   /**
-   * A client's hits in the window now and when the whole limit is free again, in one atomic
-   * call that writes nothing; undefined when the client has no limiter.
+   * A client's hits in the window now and when the whole limit is free again: one
+   * RATELIMIT.PEEK for 0 permits (the limiter as it stands, asking for nothing), read-only and
+   * atomic; undefined when the client has no limiter.
    */
   async get(key) {
     const name = this.prefixKey(key);
-    const keys = ['2', name, stateKey(name, 'permits')];
     let reply;
     try {
-      reply = await this.send(name, true, ['EVALSHA', GET_SCRIPT_SHA, ...keys]);
+      reply = await this.send(name, true, ['RATELIMIT.PEEK', name, '0']);
     } catch (error) {
-      if (!isNoScript(error)) throw error;
-      reply = await this.send(name, true, ['EVAL', GET_SCRIPT, ...keys]);
+      if (isNotInitialized(error)) return undefined;
+      throw error;
     }
-    if (reply === null || reply === undefined) return undefined;
-    if (!Array.isArray(reply) || reply.length !== 6) {
-      throw new TypeError('ratelimit-node: unexpected reply from Redis');
-    }
-    const [rate, interval, available, newest, seconds, micros] = reply.map((v) => String(v));
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const resetAfter = newest === '' ? 0 : Math.max(0, Number(newest) + Number(interval) - now);
+    const r = fields(reply);
     return {
-      totalHits: Number(rate) - Number(available),
-      resetTime: new Date(Date.now() + resetAfter),
+      totalHits: r.limit - r.remaining,
+      resetTime: new Date(Date.now() + r.reset_after),
     };
   }
 }
 
-module.exports = { RedisStore, GET_SCRIPT };
+module.exports = { RedisStore };

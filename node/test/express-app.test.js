@@ -36,13 +36,21 @@ function assertSeconds(r, name, ms) {
   assert.ok(got >= low && got <= Math.ceil(ms / 1000), `${name}: ${got} not within [${low}, ${Math.ceil(ms / 1000)}]`);
 }
 
+/** ONEKEY's default precision, a sixtieth of the window: a hit is logged at the end of its
+ * bucket, so it leaves the window up to BUCKET - 1 ms late, never early. */
+const BUCKET = WINDOW / 60;
+
 /**
  * The limit as a client of the API sees it: 3 requests a minute, spread a second apart, then a
- * 429 whose Retry-After is when the first leaves the window; one window after the first, one
- * request goes through (a fixed window would have given all 3 back) and the next is refused.
- * `advance(ms)` moves the module clock of the server(s) serving the user.
+ * 429 whose Retry-After is when the first leaves the window; one window after the first (and
+ * the end of its bucket), one request goes through (a fixed window would have given all 3 back)
+ * and the next is refused. `advance(ms)` moves the module clock of the server(s) serving the
+ * user and returns it.
  */
 async function exerciseUser(url, user, advance) {
+  const now = Number(await advance(0));
+  await advance((BUCKET - (now % BUCKET)) % BUCKET); // the start of a bucket
+  const late = BUCKET - 1;
   for (let i = 0; i < LIMIT; i += 1) {
     if (i > 0) await advance(1000);
     const r = await request(url, user);
@@ -51,16 +59,18 @@ async function exerciseUser(url, user, advance) {
     assert.equal(r.headers.get('ratelimit-limit'), String(LIMIT));
     assert.equal(r.headers.get('ratelimit-remaining'), String(LIMIT - 1 - i));
     assert.equal(r.headers.get('ratelimit-policy'), `${LIMIT};w=60`);
-    assertSeconds(r, 'ratelimit-reset', WINDOW);
+    assertSeconds(r, 'ratelimit-reset', WINDOW + late);
     assert.equal(r.headers.get('retry-after'), null);
   }
   const refused = await request(url, user);
   assert.equal(refused.status, 429);
   assert.equal(refused.headers.get('ratelimit-remaining'), '0');
-  assertSeconds(refused, 'retry-after', WINDOW - 2000);
-  assertSeconds(refused, 'ratelimit-reset', WINDOW - 2000);
+  assertSeconds(refused, 'retry-after', WINDOW - 2000 + late);
+  assertSeconds(refused, 'ratelimit-reset', WINDOW - 2000 + late);
 
-  await advance(WINDOW - 2000); // the first request leaves the window
+  await advance(WINDOW - 2000 + late - 1);
+  assert.equal((await request(url, user)).status, 429, 'never early');
+  await advance(1); // the first request leaves the window
   const again = await request(url, user);
   assert.equal(again.status, 200);
   assert.equal(again.headers.get('ratelimit-remaining'), '0');
@@ -93,8 +103,8 @@ describe('an Express app with express-rate-limit and RedisStore, one server', ()
     await exerciseUser(app.url, 'alice', advance);
     // Each user has a limiter of their own, made on first use with the middleware's limit.
     assert.equal((await request(app.url, 'bob')).headers.get('ratelimit-remaining'), '2');
-    assert.deepEqual(await server.admin.hgetall('api:bob'),
-      { rate: '3', interval: '60000', type: '0', keepAliveTime: '60000' });
+    assert.deepEqual(await server.admin.call('RATELIMIT.CONFIG', 'api:bob'),
+      ['rate', 3, 'interval', 60000, 'type', 'ONEKEY', 'keepAliveTime', 60000]);
   });
 });
 
@@ -146,7 +156,7 @@ describe('the same app on a 3-master cluster: every command on its key’s maste
           const advance = (ms) => node.admin.call('RATELIMIT.DEBUG', 'ADVANCE', String(ms));
           await exerciseUser(app.url, user, advance);
           // The limiter is on the master that serves its slot.
-          assert.equal(await node.admin.hget(`api:${user}`, 'rate'), String(LIMIT));
+          assert.equal(await node.admin.type(`api:${user}`), 'string');
         }
         assert.deepEqual(await cluster.redirections(), []);
       } finally {

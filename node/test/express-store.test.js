@@ -54,32 +54,36 @@ describe('RedisStore (express-rate-limit) on RATELIMIT.ALLOW', () => {
   });
 
   for (const client of ['ioredis call', 'node-redis sendCommand', 'ioredisSendCommand']) {
-    it(`counts hits in an exact sliding window (${client})`, async () => {
+    it(`counts hits in a sliding window (${client})`, async () => {
       const store = new RedisStore({ ...clients[client] });
       store.init({ limit: 3, windowMs: WINDOW });
       const hits = [];
-      for (const advance of [0, 100, 100]) {
+      // ONEKEY's default precision is a sixtieth of the window (1 s): the three hits share the
+      // bucket of T0 and are logged at its last millisecond, T0 + 999. The whole limit is free
+      // again one window after that.
+      for (const [advance, reset] of [[0, 60999], [100, 60899], [100, 60799]]) {
         await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', String(advance));
         const t = await timed(() => store.increment('alice'));
         hits.push(t.result.totalHits);
-        // The whole limit is free again one window after the newest hit: this one.
-        assertResetIn(t, WINDOW);
+        assertResetIn(t, reset);
       }
       assert.deepEqual(hits, [1, 2, 3]);
 
       // Refused: limit + 1, and nothing is logged, so every refusal says the same; the reset is
-      // when this request could be taken (the first hit leaves the window).
-      for (const expected of [59800, 59800]) {
+      // when this request could be taken (the bucket of the hits leaves the window).
+      for (const expected of [60799, 60799]) {
         const t = await timed(() => store.increment('alice'));
         assert.equal(t.result.totalHits, 4);
         assertResetIn(t, expected);
       }
-      assert.equal(await server.admin.zcard('{rl:alice}:permits'), 3);
+      assert.equal(await server.admin.call('RATELIMIT.AVAILABLE', 'rl:alice'), 0);
 
-      // The first hit leaves the window exactly WINDOW after it was taken: one is free again.
-      await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', String(WINDOW - 200));
-      assert.equal((await store.increment('alice')).totalHits, 3);
+      // Never early: a millisecond before the bucket leaves the window, still refused; then the
+      // three hits leave together, at most 999 ms late.
+      await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', String(60798));
       assert.equal((await store.increment('alice')).totalHits, 4);
+      await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', '1');
+      assert.equal((await store.increment('alice')).totalHits, 1);
       // Another client has a window of its own.
       assert.equal((await store.increment('bob')).totalHits, 1);
     });
@@ -89,14 +93,15 @@ describe('RedisStore (express-rate-limit) on RATELIMIT.ALLOW', () => {
     const store = new RedisStore({ ...clients['ioredis call'], prefix: 'test-' });
     store.init({ limit: 10, windowMs: 10000 });
     await store.increment('store');
-    assert.deepEqual(await server.admin.hgetall('test-store'),
-      { rate: '10', interval: '10000', type: '0', keepAliveTime: '10000' });
-    assert.equal(await server.admin.get('{test-store}:value'), '9');
-    // KEEPALIVE = the window: an idle client's keys go away by themselves.
-    for (const key of ['test-store', '{test-store}:value', '{test-store}:permits']) {
-      const ttl = await server.admin.pttl(key);
-      assert.ok(ttl > 0 && ttl <= 10000, `${key} ttl ${ttl}`);
-    }
+    // One string key under the limiter's name (ONEKEY), none of Redisson's layout.
+    assert.equal(await server.admin.type('test-store'), 'string');
+    assert.deepEqual(await server.admin.call('RATELIMIT.CONFIG', 'test-store'),
+      ['rate', 10, 'interval', 10000, 'type', 'ONEKEY', 'keepAliveTime', 10000]);
+    assert.equal(await server.admin.exists('{test-store}:value', '{test-store}:permits'), 0);
+    assert.equal(await server.admin.call('RATELIMIT.AVAILABLE', 'test-store'), 9);
+    // KEEPALIVE = the window: an idle client's key goes away by itself.
+    const ttl = await server.admin.pttl('test-store');
+    assert.ok(ttl > 0 && ttl <= 10000, `ttl ${ttl}`);
   });
 
   it('decrement gives a taken permit back', async () => {
@@ -133,42 +138,68 @@ describe('RedisStore (express-rate-limit) on RATELIMIT.ALLOW', () => {
     await store.increment('k');
     await store.increment('k');
     await store.resetKey('k');
-    assert.equal(await server.admin.exists('rl:k', '{rl:k}:value', '{rl:k}:permits'), 0);
+    assert.equal(await server.admin.exists('rl:k'), 0);
     assert.equal((await store.increment('k')).totalHits, 1);
   });
 
-  it('get reads the hits in the window and the reset, writing nothing', async () => {
+  it('get reads the hits in the window and the reset in one RATELIMIT.PEEK, writing nothing', async () => {
     const store = new RedisStore({ ...clients['ioredis call'] });
     store.init({ limit: 5, windowMs: WINDOW });
     assert.equal(await store.get('k'), undefined);
-    // get reads the server's clock (TIME): on the real clock the log's scores are on it too.
-    await server.admin.call('RATELIMIT.DEBUG', 'REALCLOCK');
-    const first = await timed(() => store.increment('k'));
     await store.increment('k');
-    await server.admin.call('SCRIPT', 'FLUSH'); // EVALSHA falls back to EVAL once
-    const [before, info, after] = [Date.now(), await store.get('k'), Date.now()];
-    assert.equal(info.totalHits, 2);
-    // Reset: one window after the newest hit, which was taken between `first.before` and now.
-    const at = info.resetTime.getTime();
-    assert.ok(at >= first.before + WINDOW - (after - before) - 1 && at <= after + WINDOW + 1, `${at}`);
-    assert.equal(await server.admin.get('{rl:k}:value'), '3');
-    assert.equal((await store.get('k')).totalHits, 2);
+    await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', '1000');
+    await store.increment('k');
+    await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', '300');
+    const state = await server.admin.getBuffer('rl:k');
+    await server.admin.call('CONFIG', 'RESETSTAT');
+    // The hits of T0 and T0 + 1000, logged at T0 + 999 and T0 + 1999: the whole limit is free
+    // again at T0 + 61 999, 60 699 ms from now.
+    let t = await timed(() => store.get('k'));
+    assert.equal(t.result.totalHits, 2);
+    assertResetIn(t, 60699);
+    assert.ok(state.equals(await server.admin.getBuffer('rl:k')), 'get wrote');
+    const stats = await server.admin.info('commandstats');
+    assert.match(stats, /cmdstat_ratelimit\.peek:calls=1,/);
+    assert.doesNotMatch(stats, /cmdstat_eval/);
+    // The first hit has left: one remains, until its own bucket leaves.
+    await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', '59699');
+    t = await timed(() => store.get('k'));
+    assert.equal(t.result.totalHits, 1);
+    assertResetIn(t, 1000);
+    await server.admin.call('RATELIMIT.DEBUG', 'ADVANCE', '1000');
+    t = await timed(() => store.get('k'));
+    assert.equal(t.result.totalHits, 0);
+    assertResetIn(t, 0);
   });
 
-  it('a key with a hash tag: the state keys follow the module’s naming rule, get finds them', async () => {
+  it('a key with a hash tag: the limiter is that one key, get finds it', async () => {
     const store = new RedisStore({ ...clients['ioredis call'] });
     store.init({ limit: 5, windowMs: WINDOW });
     await store.increment('{tenant-1}:alice');
-    assert.equal(await server.admin.exists('rl:{tenant-1}:alice:value', 'rl:{tenant-1}:alice:permits'), 2);
+    assert.equal(await server.admin.type('rl:{tenant-1}:alice'), 'string');
     assert.equal((await store.get('{tenant-1}:alice')).totalHits, 1);
   });
 
   it('a limiter made with another rate keeps it; hits stay within 1..limit', async () => {
-    await server.admin.call('RATELIMIT.SETRATE', 'rl:k', '100', String(WINDOW));
+    await server.admin.call('RATELIMIT.SETRATE', 'rl:k', '100', String(WINDOW), 'ONEKEY');
     const store = new RedisStore({ ...clients['ioredis call'] });
     store.init({ limit: 2, windowMs: WINDOW });
     assert.equal((await store.increment('k')).totalHits, 1);
     assert.equal((await store.increment('k')).totalHits, 1);
+  });
+
+  it('a three-key limiter made before the switch to ONEKEY keeps serving, get reads it', async () => {
+    // A limiter of an earlier version of the store (Redisson's three keys): RATE never changes
+    // an existing limiter's form, so it serves until its keep-alive expires it.
+    await server.admin.call('RATELIMIT.ALLOW', 'rl:old', '1', 'RATE', '3', String(WINDOW),
+      'KEEPALIVE', String(WINDOW));
+    const store = new RedisStore({ ...clients['ioredis call'] });
+    store.init({ limit: 3, windowMs: WINDOW });
+    assert.equal((await store.increment('old')).totalHits, 2);
+    assert.equal(await server.admin.type('rl:old'), 'hash');
+    const t = await timed(() => store.get('old'));
+    assert.equal(t.result.totalHits, 2);
+    assertResetIn(t, WINDOW);
   });
 
   it('refuses options it cannot honour, with rate-limit-redis’s messages where it has them', () => {

@@ -15,7 +15,7 @@ describe('the npm package', () => {
     const files = pack.files.map((f) => f.path).sort();
     assert.deepEqual(files, [
       'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs',
-      'lib/express-store.js', 'lib/ioredis.js', 'lib/keys.js', 'lib/reply.js', 'package.json',
+      'lib/express-store.js', 'lib/ioredis.js', 'lib/reply.js', 'package.json',
     ]);
     const manifest = require('../package.json');
     assert.equal(manifest.license, 'MIT');

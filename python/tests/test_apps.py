@@ -78,14 +78,15 @@ def check_a_user_is_limited_at_the_sixth_request(client, clients):
 
 
 def limiters(clients):
-    """Each node's module limiters (hashes), with their configuration."""
+    """Each node's module limiters (one string key each), with their configuration."""
     found = []
     for node, client in enumerate(clients):
         for name in client.keys("LIMITS:ratelimit:*"):
-            assert client.type(name) == b"hash"
+            assert client.type(name) == b"string"
             config = client.execute_command("RATELIMIT.CONFIG", name)
             config = config if isinstance(config, dict) else dict(zip(config[::2], config[1::2]))
             assert config[b"rate"] == 5 and config[b"interval"] == 60_000
+            assert config[b"type"] == b"ONEKEY"
             assert 0 < client.pttl(name) <= 60_000
             found.append((node, name))
     return found

@@ -87,6 +87,18 @@ async def test_the_moving_window_is_the_modules_exact_sliding_log(topology):
     assert calls(nodes, "eval") + calls(nodes, "evalsha") == 0, "no script for a moving window"
 
 
+async def test_exact_to_the_millisecond_whatever_the_limit(topology):
+    uri, options, nodes, strategy = topology
+    limiter = strategy.MovingWindowRateLimiter(storage_from_string(uri, **options))
+    advance(nodes, 7)  # off any bucket's edge: a bucketed log would say a later reset
+    for limit in (5, 101, 10**6):
+        item = RateLimitItemPerMinute(limit)
+        assert await wait(limiter.hit(item, "u"))
+        stats = await wait(limiter.get_window_stats(item, "u"))
+        assert stats.remaining == limit - 1
+        assert stats.reset_time == pytest.approx(NOW + 60, abs=1e-6), limit
+
+
 async def test_one_command_per_hit_and_per_read(topology):
     uri, options, nodes, strategy = topology
     limiter = strategy.MovingWindowRateLimiter(storage_from_string(uri, **options))
@@ -109,23 +121,23 @@ async def test_a_limiter_per_key_that_expires_once_idle_and_clears(topology):
     assert await wait(limiter.hit(item, "a{b}c"))
     assert await wait(fixed.hit(item, "a{b}c"))
     name = f"LIMITS:ratelimit:{item.key_for('a%7Bb%7Dc')}"
-    # The name holds no hash tag: the state keys share its slot (no CROSSSLOT in a cluster).
+    # One key per limiter (ONEKEY), its name without a hash tag: spread over the slots by name.
     keys = {key for node in nodes for key in node.keys("*")}
     assert keys == {
         name.encode(),
-        f"{{{name}}}:value".encode(),
-        f"{{{name}}}:permits".encode(),
         f"LIMITS:{item.key_for('a{b}c')}".encode(),  # the fixed window: limits' own key
     }
     node = next(n for n in nodes if n.exists(name))
-    assert node.hgetall(name) == {
-        b"rate": b"5",
-        b"interval": b"60000",
-        b"type": b"0",
-        b"keepAliveTime": b"60000",
+    assert node.type(name) == b"string"
+    config = node.execute_command("RATELIMIT.CONFIG", name)
+    config = config if isinstance(config, dict) else dict(zip(config[::2], config[1::2]))
+    assert config == {
+        b"rate": 5,
+        b"interval": 60000,
+        b"type": b"ONEKEY",
+        b"keepAliveTime": 60000,
     }
     assert 0 < node.pttl(name) <= 60_000
-    assert 0 < node.pttl(f"{{{name}}}:permits") <= 60_000
     await wait(limiter.clear(item, "a{b}c"))
     assert {key for node in nodes for key in node.keys("*")} == set()
 
@@ -144,8 +156,8 @@ async def test_reset_deletes_the_limiters_too(topology):
             break
         except redis.exceptions.MovedError:
             continue
-    # Per user: limits' counter, and the limiter's hash, value and log.
-    assert await wait(storage.reset()) == 16
+    # Per user: limits' counter and the limiter's one key.
+    assert await wait(storage.reset()) == 8
     assert [key for node in nodes for key in node.keys("*")] == [b"mine"]
 
 
@@ -188,11 +200,11 @@ def test_asyncio_runs_on_redis_py_only():
 @pytest.mark.parametrize(
     "reply",
     [
-        [b"allowed", 0, b"limit", 3, b"remaining", 0, b"retry_after", 5, b"reset_after", 9,
+        [b"allowed", 1, b"limit", 3, b"remaining", 0, b"retry_after", 0, b"reset_after", 9,
          b"oldest_after", 5],
-        {b"allowed": 0, b"limit": 3, b"remaining": 0, b"retry_after": 5, b"reset_after": 9,
+        {b"allowed": 1, b"limit": 3, b"remaining": 0, b"retry_after": 0, b"reset_after": 9,
          b"oldest_after": 5},
-        {"allowed": 0, "limit": 3, "remaining": 0, "retry_after": 5, "reset_after": 9,
+        {"allowed": 1, "limit": 3, "remaining": 0, "retry_after": 0, "reset_after": 9,
          "oldest_after": 5},
     ],
     ids=["resp2", "resp3", "decoded"],

@@ -108,6 +108,79 @@ fn peek_counts_permits_waited_for_in_acquire_as_taken_as_allow_does() {
     assert_eq!(served(waiter).reply, Reply::Acquired);
 }
 
+/// `PEEK key 0 ...`, checked to write nothing and to say what AVAILABLE says; its six integers.
+fn look(con: &mut Connection, key: &str, client: &str) -> [i64; 6] {
+    let before = snapshot(con);
+    let peeked = fields(con, &format!("RATELIMIT.PEEK {key} 0 {client}"));
+    assert_eq!(snapshot(con), before, "PEEK {key} 0 wrote");
+    let available: i64 = line(con, &format!("RATELIMIT.AVAILABLE {key} {client}")).unwrap();
+    let mut out = [0; 6];
+    for (slot, (_, n)) in out.iter_mut().zip(&peeked) {
+        *slot = *n;
+    }
+    assert_eq!(out[2], available, "PEEK {key} 0 {client}: {out:?}");
+    out
+}
+
+#[test]
+fn peek_of_no_permits_reads_the_limiter_as_it_stands_in_either_form() {
+    let server = Server::start();
+    let mut con = server.conn();
+    for (key, form) in [
+        ("three", ""),
+        ("one", "ONEKEY PRECISION 1"),
+        ("pc", "PER_CLIENT"),
+    ] {
+        set_clock(&mut con, T0);
+        let client = if form == "PER_CLIENT" { "CLIENT c" } else { "" };
+        line::<i64>(&mut con, &format!("RATELIMIT.SETRATE {key} 3 1000 {form}")).unwrap();
+        // Nothing logged: the whole rate available, nothing to free; granted, as nothing is
+        // asked. A PEEK for 1 permit would say 2 remaining and 1000 ms: its own grant's.
+        assert_eq!(look(&mut con, key, client), [1, 3, 3, 0, 0, 0], "{key}");
+        fields(&mut con, &format!("RATELIMIT.ALLOW {key} {client}"));
+        advance(&mut con, 200);
+        fields(&mut con, &format!("RATELIMIT.ALLOW {key} {client}"));
+        // Two logged: the newest frees in 1000 ms, the oldest in 800.
+        assert_eq!(
+            look(&mut con, key, client),
+            [1, 3, 1, 0, 1000, 800],
+            "{key}"
+        );
+        advance(&mut con, 300);
+        assert_eq!(look(&mut con, key, client), [1, 3, 1, 0, 700, 500], "{key}");
+        fields(&mut con, &format!("RATELIMIT.ALLOW {key} {client}"));
+        // Full: still granted (nothing is asked), none remaining.
+        assert_eq!(
+            look(&mut con, key, client),
+            [1, 3, 0, 0, 1000, 500],
+            "{key}"
+        );
+        advance(&mut con, 600);
+        // The first entry has freed (not pruned: PEEK prunes nothing).
+        assert_eq!(look(&mut con, key, client), [1, 3, 1, 0, 400, 100], "{key}");
+        advance(&mut con, 400);
+        assert_eq!(look(&mut con, key, client), [1, 3, 3, 0, 0, 0], "{key}");
+    }
+}
+
+#[test]
+fn peek_of_no_permits_counts_permits_waited_for_in_acquire_as_taken() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    for (key, form) in [("three", ""), ("one", "ONEKEY PRECISION 1")] {
+        line::<i64>(&mut con, &format!("RATELIMIT.SETRATE {key} 3 1000 {form}")).unwrap();
+        assert_eq!(try_acquire(&mut con, key, 2), None);
+        let waiter = park(&server, &mut con, &format!("RATELIMIT.ACQUIRE {key} 2"));
+        // One permit is free, but the waiter ahead wants two: none remains for a new request.
+        let peeked = fields(&mut con, &format!("RATELIMIT.PEEK {key} 0"));
+        let values: Vec<i64> = peeked.iter().map(|(_, n)| *n).collect();
+        assert_eq!(values, [1, 3, 0, 0, 1000, 1000], "{key}");
+        advance(&mut con, 1000);
+        assert_eq!(served(waiter).reply, Reply::Acquired);
+    }
+}
+
 #[test]
 fn peek_fails_as_allow_does_and_writes_nothing() {
     let server = Server::start();
@@ -131,10 +204,6 @@ fn peek_fails_as_allow_does_and_writes_nothing() {
             "ERR Requested permits amount cannot exceed defined rate",
         ),
         (
-            "RATELIMIT.PEEK api 0",
-            "ERR permits must be an integer between 1 and 4294967295",
-        ),
-        (
             "RATELIMIT.PEEK api RATE 3 1000",
             "ERR syntax error, unknown option 'RATE'",
         ),
@@ -153,6 +222,33 @@ fn peek_fails_as_allow_does_and_writes_nothing() {
         if !command.contains("RATE ") && command != "RATELIMIT.PEEK" {
             assert_eq!(error_of(&mut con, &allow), err, "`{allow}`");
         }
+    }
+    // PEEK's permits start at 0 (nothing asked), ALLOW's at 1.
+    for permits in ["-1", "4294967296"] {
+        let err = error_of(&mut con, &format!("RATELIMIT.PEEK api {permits}"));
+        assert!(
+            err.starts_with("ERR permits must be an integer between 0 and 4294967295"),
+            "PEEK api {permits}: {err}"
+        );
+    }
+    let err = error_of(&mut con, "RATELIMIT.ALLOW api 0");
+    assert!(
+        err.starts_with("ERR permits must be an integer between 1 and 4294967295"),
+        "{err}"
+    );
+    for (command, error) in [
+        (
+            "RATELIMIT.PEEK nope 0",
+            "ERR RateLimiter is not initialized",
+        ),
+        ("RATELIMIT.PEEK str 0", "WRONGTYPE"),
+        (
+            "RATELIMIT.PEEK pc 0",
+            "ERR the limiter is PER_CLIENT: CLIENT id is required",
+        ),
+    ] {
+        let err = error_of(&mut con, command);
+        assert!(err.starts_with(error), "`{command}`: {err}");
     }
     let empty = run::<Value>(&mut con, &[b"RATELIMIT.PEEK", b"api", b"CLIENT", b""]);
     let err = error_line(&empty.expect_err("an empty CLIENT id"));

@@ -8,32 +8,44 @@ import time
 #: A hit: one RATELIMIT.ALLOW that creates the limiter on first use (RATE) and lets Redis drop
 #: it once idle for a whole window (KEEPALIVE = the window: by then nothing is left to remember).
 ALLOW = "RATELIMIT.ALLOW"
-#: A read of the window: one read-only call, atomic, that takes and writes nothing.
+#: A read of the window: one read-only call, atomic, that takes and writes nothing (PEEK for 0
+#: permits: the limiter as it stands, asking for nothing).
 PEEK = "RATELIMIT.PEEK"
 DELETE = "RATELIMIT.DELETE"
 
 #: Marks the module's limiters among limits' own keys (which keep `<prefix>:<key>`): a limiter is a
-#: hash where limits' moving window keeps a list, so sharing the name would answer WRONGTYPE to
-#: whichever storage came second during a switch of `storage_uri`.
+#: string of the module's where limits' moving window keeps a list and its fixed window a
+#: counter, so sharing the name would answer WRONGTYPE to whichever storage came second during a
+#: switch of `storage_uri`.
 NAMESPACE = "ratelimit"
+
+#: A limiter's form: its whole state in one string key (ONEKEY: no Redisson client shares limits'
+#: limiters), logged to the millisecond (PRECISION 1), whatever the limit: limits' moving window
+#: is exact, a hit leaves the window `expiry` seconds after it was taken, and limits' own tests
+#: check it to the millisecond at a million hits per 2 s (test_moving_window_huge_cost fails on
+#: buckets of a hundredth of the window). The price: a one-key log is rewritten whole by each
+#: hit, so a hot key under a limit in the thousands holds an entry per millisecond with a hit
+#: and costs several times limits' script per hit (docs/python.md, Cost).
+FORM = ("ONEKEY", "PRECISION", 1)
 
 
 def limiter_name(prefix: str, key: str) -> str:
     """The limiter's name for limits' `key`: `<prefix>:ratelimit:<key>`, with `{`, `}` and `%`
-    percent-encoded so the name never holds a hash tag. The module then names its state keys
-    `{<name>}:value` and `{<name>}:permits`, in the name's slot in a Redis Cluster."""
+    percent-encoded so the name never holds a hash tag: in a Redis Cluster each limiter's one
+    key lands in the slot of its whole name, spread as limits' own keys are."""
     escaped = key.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
     return f"{prefix}:{NAMESPACE}:{escaped}"
 
 
-def state_key_pattern(prefix: str) -> str:
-    """A KEYS/SCAN pattern matching the state keys of every limiter under `prefix`."""
-    return "{" + f"{prefix}:{NAMESPACE}:*"
-
-
 def allow_args(name: str, limit: int, expiry: int, amount: int) -> tuple:
+    """A hit: created on first use as a limiter in one key, exact (FORM), dropped once idle for
+    a whole window."""
     interval_ms = int(expiry) * 1000
-    return (ALLOW, name, amount, "RATE", limit, interval_ms, "KEEPALIVE", interval_ms)
+    return (ALLOW, name, amount, "RATE", limit, interval_ms, *FORM, "KEEPALIVE", interval_ms)
+
+
+def peek_args(name: str) -> tuple:
+    return (PEEK, name, 0)
 
 
 def fields(reply) -> dict[str, int]:
@@ -52,15 +64,14 @@ def is_not_initialized(error: Exception) -> bool:
 
 
 def moving_window(reply, expiry: int, now: float) -> tuple[float, int]:
-    """limits' (window start, hits in the window) from PEEK's reply for 1 permit.
+    """limits' (window start, hits in the window) from PEEK's reply for 0 permits.
 
-    The hits are the permits the limiter holds: `limit - available`, where the permits
-    available are `remaining`, plus the one permit a granted peek counted as taken. The window
-    started `expiry` seconds before its oldest hit frees, so it resets when that hit frees.
+    The hits are the permits the limiter holds: `limit - remaining`, `remaining` being the
+    permits available now. The window started `expiry` seconds before its oldest hit frees, so
+    it resets when that hit frees.
     """
     f = fields(reply)
-    available = f["remaining"] + (1 if f["allowed"] else 0)
-    count = max(0, f["limit"] - available)
+    count = max(0, f["limit"] - f["remaining"])
     if f["oldest_after"] == 0:
         return now, count
     return now + f["oldest_after"] / 1000 - expiry, count

@@ -52,7 +52,7 @@ class _ModuleMovingWindow:
         """(start of the window, hits in it): one RATELIMIT.PEEK, atomic and read-only."""
         try:
             reply = await self.bridge.get_connection().execute_command(
-                _window.PEEK, self._limiter(key)
+                *_window.peek_args(self._limiter(key))
             )
         except self.bridge.dependency.ResponseError as error:
             if _window.is_not_initialized(error):
@@ -76,12 +76,6 @@ class RatelimitStorage(_ModuleMovingWindow, RedisStorage):
     def __init__(self, uri: str, implementation: str = "redispy", **options) -> None:
         super().__init__(_redis_uri(uri), implementation=_redispy(implementation), **options)
 
-    async def reset(self) -> int | None:
-        """Deletes every key under the prefix, the module's limiters' state keys included."""
-        count = await super().reset() or 0
-        pattern = _window.state_key_pattern(self.bridge.key_prefix)
-        return count + int(await self.bridge.lua_clear_keys([pattern]))
-
 
 class RatelimitClusterStorage(_ModuleMovingWindow, RedisClusterStorage):
     """`async+ratelimit+cluster://host:port[,host:port...]`: as
@@ -92,13 +86,3 @@ class RatelimitClusterStorage(_ModuleMovingWindow, RedisClusterStorage):
 
     def __init__(self, uri: str, implementation: str = "redispy", **options) -> None:
         super().__init__(_redis_uri(uri), implementation=_redispy(implementation), **options)
-
-    async def reset(self) -> int | None:
-        """Deletes every key under the prefix on every master, the limiters' state keys too."""
-        count = await super().reset() or 0
-        cluster = self.bridge.storage
-        pattern = _window.state_key_pattern(self.bridge.key_prefix)
-        keys = await cluster.keys(pattern, target_nodes=cluster.ALL_NODES)
-        for key in keys:
-            count += await cluster.delete(key)
-        return count

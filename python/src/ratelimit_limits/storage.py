@@ -48,7 +48,7 @@ class _ModuleMovingWindow:
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """(start of the window, hits in it): one RATELIMIT.PEEK, atomic and read-only."""
         try:
-            reply = self.get_connection().execute_command(_window.PEEK, self._limiter(key))
+            reply = self.get_connection().execute_command(*_window.peek_args(self._limiter(key)))
         except self.dependency.ResponseError as error:
             if _window.is_not_initialized(error):
                 return _window.now(), 0
@@ -74,12 +74,6 @@ class RatelimitStorage(_ModuleMovingWindow, RedisStorage):
     def __init__(self, uri: str, **options) -> None:
         super().__init__(_redis_uri(uri), **options)
 
-    def reset(self) -> int | None:
-        """Deletes every key under the prefix, the module's limiters' state keys included."""
-        count = super().reset() or 0
-        return count + int(self.lua_clear_keys([_window.state_key_pattern(self.key_prefix)]))
-
-
 class RatelimitClusterStorage(_ModuleMovingWindow, RedisClusterStorage):
     """`ratelimit+cluster://[[username]:password@]host:port[,host:port...]`: a Redis Cluster
     whose nodes have the ratelimit module loaded. Each call goes to the master of its key's slot.
@@ -89,12 +83,3 @@ class RatelimitClusterStorage(_ModuleMovingWindow, RedisClusterStorage):
     """
 
     STORAGE_SCHEME = ["ratelimit+cluster"]
-
-    def reset(self) -> int | None:
-        """Deletes every key under the prefix on every master, the limiters' state keys too."""
-        count = super().reset() or 0
-        pattern = _window.state_key_pattern(self.key_prefix)
-        for primary in self.storage.get_primaries():
-            node = self.storage.get_redis_connection(primary)
-            count += sum(node.delete(key) for key in node.keys(pattern))
-        return count
