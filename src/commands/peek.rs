@@ -168,6 +168,6 @@ mod tests {
         let args: [&[u8]; 2] = [b"k", b"4294967296"];
         assert_eq!(parse(&args), number);
         let args: [&[u8]; 3] = [b"k", b"0", b"1"];
-        assert_eq!(parse(&args), Err(Error::Syntax));
+        assert_eq!(parse(&args), Err(Error::unknown_option(b"1")));
     }
 }
