@@ -58,6 +58,9 @@ pub struct Key<'c, M: OpenMode> {
     mode: PhantomData<M>,
 }
 
+/// The longest string the server keeps in one allocation with its object (`OBJ_ENCODING_EMBSTR`).
+const EMBEDDED_MAX: usize = 44;
+
 /// Words the replicated commands use, made once.
 static KEEPTTL: StaticString = StaticString::new(b"KEEPTTL");
 static PXAT: StaticString = StaticString::new(b"PXAT");
@@ -253,9 +256,12 @@ impl<M: Writable> Key<'_, M> {
                     None
                 };
                 let string = self.string(value);
-                // The same length (a steady limiter) is rewritten in place; any other gets a
-                // string of its exact length, as a SET would.
-                let written = if self.key_type() == KeyType::String
+                // A short state is set whole, as SET sets it: one allocation holding the object
+                // and its bytes (an embedded string), so a call on a cold key misses the cache
+                // once for both. A longer one of the same length (a steady limiter) is rewritten
+                // in place; any other gets a string of its exact length.
+                let written = if value.len() > EMBEDDED_MAX
+                    && self.key_type() == KeyType::String
                     && self.raw.value_length() == value.len()
                 {
                     self.raw.set_string(value)
