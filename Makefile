@@ -462,6 +462,11 @@ PYTHON_VENV := target/python-venv
 PYTHON_DIST := target/dist
 PYTHON_WHEEL := $(PYTHON_DIST)/ratelimit_limits-1.0.0-py3-none-any.whl
 PYTHON_SDIST := $(PYTHON_DIST)/ratelimit_limits-1.0.0.tar.gz
+## test-python tests release files built for it alone: `make dist` empties target/dist/ first, and
+## CI builds the release files while the tests run.
+PYTHON_TEST_DIST := target/python-dist
+PYTHON_TEST_WHEEL := $(PYTHON_TEST_DIST)/ratelimit_limits-1.0.0-py3-none-any.whl
+PYTHON_TEST_SDIST := $(PYTHON_TEST_DIST)/ratelimit_limits-1.0.0.tar.gz
 
 ## limits' own test files, from its sdist on PyPI (python/upstream/README.md), with our conftest.py
 ## and pytest.ini beside them.
@@ -489,9 +494,10 @@ dist-python: $(PYTHON_VENV)/.installed
 	$(PYTHON_VENV)/bin/python -m build -q --outdir $(PYTHON_DIST) python
 	rm -rf python/build python/src/*.egg-info
 
-test-python: build dist-python $(LIMITS_UPSTREAM)/.unpacked
-	$(PYTHON_VENV)/bin/python python/testing/check_dist.py $(PYTHON_WHEEL) $(PYTHON_SDIST)
-	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PYTHON_WHEEL)
+test-python: build $(PYTHON_VENV)/.installed $(LIMITS_UPSTREAM)/.unpacked
+	$(MAKE) --no-print-directory dist-python PYTHON_DIST=$(PYTHON_TEST_DIST)
+	$(PYTHON_VENV)/bin/python python/testing/check_dist.py $(PYTHON_TEST_WHEEL) $(PYTHON_TEST_SDIST)
+	$(PYTHON_VENV)/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps $(PYTHON_TEST_WHEEL)
 	@"$(REDIS_SERVER)" --version
 	cd python && REDIS_SERVER="$(REDIS_SERVER)" RATELIMIT_MODULE="$(CURDIR)/$(MODULE_DEBUG)" \
 		../$(PYTHON_VENV)/bin/python -m pytest -q tests
