@@ -51,6 +51,8 @@ pub enum Error {
     /// SETRATE asked for the other form of an existing limiter (ONEKEY for a three-key one, or
     /// the reverse).
     FormChange { key: Vec<u8>, one_key: bool },
+    /// A ONEKEY configuration whose log could hold more entries than a call may read.
+    OneKeyTooFine { max: i64 },
     /// An expiry that does not fit the clock (Redis's own message).
     InvalidExpireTime,
     /// RATELIMIT.DEBUG misuse.
@@ -190,6 +192,11 @@ impl fmt::Display for Error {
                     Printable(key)
                 )
             }
+            Error::OneKeyTooFine { max } => write!(
+                f,
+                "ERR a ONEKEY limiter logs at most {max} entries: with a rate above {max}, \
+                 PRECISION must be at least interval/{max}"
+            ),
             Error::InvalidExpireTime => {
                 f.write_str("ERR invalid expire time in 'ratelimit.expire' command")
             }

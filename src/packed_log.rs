@@ -50,6 +50,16 @@ pub const VERSION: u8 = 1;
 /// permits at most a second late, and its log never holds more than 61 entries.
 pub const DEFAULT_BUCKETS: i64 = 60;
 
+/// The most entries a ONEKEY limiter's configuration lets its log hold: each call decodes and
+/// encodes the whole log, so its cost is bounded by bounding the log. A log holds at most one
+/// entry per bucket of its window and one per permit, so a configuration is accepted when
+/// `min(rate, interval / precision)` is at most this ([`PackedLog::bounded`]).
+pub const MAX_ENTRIES: i64 = 4096;
+
+/// The longest string read as a ONEKEY limiter's state: far above what [`MAX_ENTRIES`] entries
+/// take (a few bytes each), so a string written by hand cannot make a call read megabytes.
+pub const MAX_LEN: usize = 256 * 1024;
+
 /// The precision a ONEKEY limiter of `interval` gets when none is given.
 pub fn default_precision(interval: i64) -> i64 {
     (interval / DEFAULT_BUCKETS).max(1)
@@ -117,6 +127,12 @@ impl PackedLog {
         self.epoch
     }
 
+    /// Whether a configuration keeps a ONEKEY log within [`MAX_ENTRIES`] entries.
+    pub fn bounded(config: &Config) -> bool {
+        let buckets = config.interval / config.precision.max(1);
+        config.rate.min(buckets) <= MAX_ENTRIES
+    }
+
     /// The permits of the entry scored `score`, if there is one.
     pub fn held_at(&self, score: i64) -> Option<u32> {
         self.entries
@@ -135,6 +151,9 @@ impl PackedLog {
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let body = bytes.strip_prefix(&MAGIC).ok_or(FormatError::Foreign)?;
         let (&version, _) = body.split_first().ok_or(FormatError::Truncated)?;
+        if bytes.len() > MAX_LEN {
+            return Err(FormatError::OutOfRange("length"));
+        }
         if version != VERSION {
             return Err(FormatError::Version(version));
         }
@@ -692,6 +711,16 @@ mod tests {
         }
         assert_eq!(stored_len(20), 28);
         assert_eq!(stored_len(72), 76);
+    }
+
+    #[test]
+    fn a_state_longer_than_any_bounded_log_is_not_read() {
+        let mut bytes = PackedLog::new(config(5, 1000, 10), 1).encode();
+        bytes.resize(MAX_LEN + 1, 0);
+        assert_eq!(
+            PackedLog::decode(&bytes),
+            Err(FormatError::OutOfRange("length"))
+        );
     }
 
     #[test]

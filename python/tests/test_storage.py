@@ -87,16 +87,23 @@ async def test_the_moving_window_is_the_modules_exact_sliding_log(topology):
     assert calls(nodes, "eval") + calls(nodes, "evalsha") == 0, "no script for a moving window"
 
 
-async def test_exact_to_the_millisecond_whatever_the_limit(topology):
+async def test_exact_to_the_millisecond_within_the_modules_bound(topology):
     uri, options, nodes, strategy = topology
     limiter = strategy.MovingWindowRateLimiter(storage_from_string(uri, **options))
     advance(nodes, 7)  # off any bucket's edge: a bucketed log would say a later reset
-    for limit in (5, 101, 10**6):
+    for limit in (5, 101, 4096):
         item = RateLimitItemPerMinute(limit)
         assert await wait(limiter.hit(item, "u"))
         stats = await wait(limiter.get_window_stats(item, "u"))
         assert stats.remaining == limit - 1
         assert stats.reset_time == pytest.approx(NOW + 60, abs=1e-6), limit
+    # Above the module's bound of 4 096 entries a minute's log has buckets of 15 ms: a hit
+    # leaves at most 15 ms late, never early.
+    item = RateLimitItemPerMinute(10**6)
+    assert await wait(limiter.hit(item, "u"))
+    stats = await wait(limiter.get_window_stats(item, "u"))
+    assert stats.remaining == 10**6 - 1
+    assert NOW + 60 <= stats.reset_time < NOW + 60.015
 
 
 async def test_one_command_per_hit_and_per_read(topology):

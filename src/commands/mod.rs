@@ -211,13 +211,19 @@ impl ConfigOptions {
             Mode::OneKey => packed_log::default_precision(self.interval),
             Mode::Overall | Mode::PerClient => 1,
         };
-        Ok(Config {
+        let config = Config {
             rate: self.rate,
             interval: self.interval,
             mode,
             keep_alive,
             precision: self.precision.unwrap_or(default_precision),
-        })
+        };
+        if mode == Mode::OneKey && !packed_log::PackedLog::bounded(&config) {
+            return Err(Error::OneKeyTooFine {
+                max: packed_log::MAX_ENTRIES,
+            });
+        }
+        Ok(config)
     }
 }
 
@@ -284,6 +290,57 @@ mod tests {
         let create = parsed.create.unwrap();
         assert_eq!((create.mode, create.keep_alive), (Mode::PerClient, 60000));
         assert_eq!((parsed.client, parsed.timeout), (Some(&b"c"[..]), Some(7)));
+    }
+
+    #[test]
+    fn a_onekey_log_is_bounded_by_its_rate_or_its_buckets() {
+        let precision =
+            |args: &[&'static [u8]]| options(args).map(|o| o.create.map(|c| c.precision));
+        // The default precision: 60 buckets; a small rate: as few entries, whatever the buckets.
+        assert_eq!(
+            precision(&[b"RATE", b"1000000", b"60000", b"ONEKEY"]),
+            Ok(Some(1000))
+        );
+        assert_eq!(
+            precision(&[b"RATE", b"4096", b"3600000", b"ONEKEY", b"PRECISION", b"1"]),
+            Ok(Some(1))
+        );
+        assert_eq!(
+            precision(&[b"RATE", b"1000000", b"4096", b"ONEKEY", b"PRECISION", b"1"]),
+            Ok(Some(1))
+        );
+        let too_fine = Err(Error::OneKeyTooFine { max: 4096 });
+        assert_eq!(
+            precision(&[b"RATE", b"4097", b"4097", b"ONEKEY", b"PRECISION", b"1"]),
+            too_fine
+        );
+        assert_eq!(
+            precision(&[
+                b"RATE",
+                b"1000000",
+                b"60000",
+                b"ONEKEY",
+                b"PRECISION",
+                b"14"
+            ]),
+            too_fine
+        );
+        assert_eq!(
+            precision(&[
+                b"RATE",
+                b"1000000",
+                b"60000",
+                b"ONEKEY",
+                b"PRECISION",
+                b"15"
+            ]),
+            Ok(Some(15))
+        );
+        // The three-key form's log is a zset, read in O(log N): no bound.
+        assert_eq!(
+            precision(&[b"RATE", b"1000000", b"60000", b"PRECISION", b"1"]),
+            Ok(Some(1))
+        );
     }
 
     #[test]

@@ -1319,6 +1319,31 @@ fn errors_name_the_key_and_write_nothing() {
         "RATELIMIT.SETRATE x 5 1000 ONEKEY ONEKEY",
         "ERR syntax error, ONEKEY specified multiple times",
     );
+    // Each call reads the whole log: a configuration whose log could outgrow 4 096 entries
+    // (more permits than that, in more buckets) is refused, by SETRATE and by RATE alike.
+    let too_fine = "ERR a ONEKEY limiter logs at most 4096 entries: with a rate above 4096, \
+                    PRECISION must be at least interval/4096";
+    for text in [
+        "RATELIMIT.SETRATE x 1000000 60000 ONEKEY PRECISION 14",
+        "RATELIMIT.ALLOW x RATE 4097 4097 ONEKEY PRECISION 1",
+        "RATELIMIT.TRYACQUIRE x RATE 1000000 3600000 ONEKEY PRECISION 1",
+    ] {
+        refused(&mut con, text, too_fine);
+    }
+    assert_eq!(
+        ok::<i64>(
+            &mut con,
+            "RATELIMIT.SETRATE x 1000000 60000 ONEKEY PRECISION 15"
+        ),
+        1
+    );
+    assert_eq!(
+        ok::<i64>(
+            &mut con,
+            "RATELIMIT.SETRATE y 4096 3600000 ONEKEY PRECISION 1"
+        ),
+        1
+    );
     refused(
         &mut con,
         "RATELIMIT.SETRATE x 5 1000 ONEKEY PRECISION 1001",

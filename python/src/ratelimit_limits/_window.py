@@ -26,7 +26,18 @@ NAMESPACE = "ratelimit"
 #: buckets of a hundredth of the window). The price: a one-key log is rewritten whole by each
 #: hit, so a hot key under a limit in the thousands holds an entry per millisecond with a hit
 #: and costs several times limits' script per hit (docs/python.md, Cost).
-FORM = ("ONEKEY", "PRECISION", 1)
+#:
+#: The module bounds a one-key log at MAX_ENTRIES entries (one per permit and one per bucket at
+#: most): a limit above that over a window longer than MAX_ENTRIES ms gets buckets of
+#: window/MAX_ENTRIES ms, its permits freed at most that late (15 ms for a minute), never early.
+MAX_ENTRIES = 4096
+
+
+def precision_ms(limit: int, interval_ms: int) -> int:
+    """Exact (1 ms) wherever the module's bound allows it, else the finest bucket it accepts."""
+    if min(limit, interval_ms) <= MAX_ENTRIES:
+        return 1
+    return -(-interval_ms // MAX_ENTRIES)
 
 
 def limiter_name(prefix: str, key: str) -> str:
@@ -38,10 +49,14 @@ def limiter_name(prefix: str, key: str) -> str:
 
 
 def allow_args(name: str, limit: int, expiry: int, amount: int) -> tuple:
-    """A hit: created on first use as a limiter in one key, exact (FORM), dropped once idle for
-    a whole window."""
+    """A hit: created on first use as a limiter in one key, exact where the module's bound allows
+    (precision_ms), dropped once idle for a whole window."""
     interval_ms = int(expiry) * 1000
-    return (ALLOW, name, amount, "RATE", limit, interval_ms, *FORM, "KEEPALIVE", interval_ms)
+    precision = precision_ms(int(limit), interval_ms)
+    return (
+        ALLOW, name, amount, "RATE", limit, interval_ms, "ONEKEY", "PRECISION", precision,
+        "KEEPALIVE", interval_ms,
+    )
 
 
 def peek_args(name: str) -> tuple:
