@@ -36,18 +36,18 @@ mod events;
 mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
-pub mod gcra;
 mod key;
-pub mod keyspace;
 mod migration;
 pub mod observe;
-pub mod packed_log;
 mod queue;
-pub mod sliding_log;
 mod stats;
 mod store;
 mod tat;
 mod tickets;
+
+// The pure parts, from the core crate, under the paths the module has always used
+// (`crate::sliding_log::Config`); public while the fuzz target reaches them through this crate.
+pub use ratelimit_core::{gcra, keyspace, packed_log, sliding_log};
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};

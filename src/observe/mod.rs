@@ -2,8 +2,7 @@
 //! `stats::decided` (the one place a decision is counted) while `ratelimit.stats` is yes.
 //! Kept in this server's memory only: nothing here is replicated or written to the keyspace.
 
-pub mod groups;
-pub mod refused;
+pub use ratelimit_core::observe::{groups, refused};
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -135,11 +135,16 @@ pub fn module_path() -> PathBuf {
                 module.display()
             )
         });
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    if let Some(newest) = newest_mtime(&src) {
+    // The module's sources and the core crate's, which it links.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let newest = [root.join("src"), root.join("core/src")]
+        .iter()
+        .filter_map(|dir| newest_mtime(dir))
+        .max();
+    if let Some(newest) = newest {
         assert!(
             newest <= built,
-            "{} is older than src/: run `make test` (or `cargo build` first)",
+            "{} is older than src/ or core/src/: run `make test` (or `cargo build` first)",
             module.display()
         );
     }

@@ -34,7 +34,7 @@ use std::ops::ControlFlow;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use crate::args::{MAX_DURATION_MS, MAX_PERMITS};
+use crate::number::{MAX_DURATION_MS, MAX_PERMITS};
 use crate::sliding_log::{
     AcquirePlan, Config, Entry, GiveBackPlan, KeepStatePlan, Mode, Order, PermitLog, Prune,
     ReleasePlan, Span,
