@@ -1,6 +1,7 @@
-//! Every argument parser and the permit-log member decoder on arbitrary bytes: none may panic
-//! (a panic inside a command takes the whole Redis server down), and what they accept must be
-//! in range.
+//! Every command's parser (through the module's one fuzzing entry), the number grammar, the
+//! permit-log member decoder, the ONEKEY state's decoder and the observability sketches (from
+//! `ratelimit-core`) on arbitrary bytes: none may panic (a panic inside a command takes the
+//! whole Redis server down), and what they accept must be in range.
 //!
 //! Input layout: the first byte is a separator; the rest, split on it, are the command's
 //! arguments after its name (so any byte, NUL and CR/LF included, can appear in an argument).
@@ -8,15 +9,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratelimit::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
-use ratelimit::commands::{
-    acquire, allow, allowall, available, cancel, config, debug, delete, expire, gcra, gcraallow,
-    peek, persist, release, setrate, stats, throttle, toprefused, tryacquire,
-};
-use ratelimit::keyspace::{self, StateKeys};
-use ratelimit::observe::{self, groups::Rule, refused::SpaceSaving};
-use ratelimit::packed_log::PackedLog;
-use ratelimit::sliding_log::{self, Reset};
+use ratelimit_core::keyspace::{self, StateKeys};
+use ratelimit_core::number::{self, MAX_DURATION_MS, MAX_PERMITS};
+use ratelimit_core::observe::{groups::Rule, refused::SpaceSaving};
+use ratelimit_core::packed_log::PackedLog;
+use ratelimit_core::sliding_log::{self, Reset};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&separator, rest)) = data.split_first() else {
@@ -24,60 +21,18 @@ fuzz_target!(|data: &[u8]| {
     };
     let words: Vec<&[u8]> = rest.split(|&b| b == separator).collect();
 
-    if let Ok(request) = setrate::parse(&words) {
-        let change = &request.change;
-        let config = &change.config;
-        assert!((1..=config.interval).contains(&config.precision));
-        assert!((1..=MAX_PERMITS).contains(&config.rate));
-        assert!((1..=MAX_DURATION_MS).contains(&config.interval));
-        assert!((0..=MAX_DURATION_MS).contains(&config.keep_alive));
-        assert!(config.keep_alive == 0 || config.keep_alive >= config.interval);
-        assert!(change.client.is_none_or(|c| !c.is_empty()));
-        assert_eq!(request.key, words[0]);
-    }
-    if let Ok(request) = throttle::parse(&words) {
-        assert_eq!(request.key, words[0]);
-        // Any accepted request computes without panicking, at any clock and stored TAT.
-        for (tat, now) in [
-            (None, 0),
-            (Some(0), i64::MAX / 2_000_000),
-            (Some(i64::MAX), 1),
-        ] {
-            let _ = request.throttle.call(tat, now, request.quantity);
-        }
-    }
-    if let Ok(request) = gcra::parse(&words) {
-        assert!(request.tokens >= 1);
-        for (tat, now) in [(None, 0), (Some(1), i64::MAX / 2_000), (Some(i64::MAX), 1)] {
-            let _ = request.gcra.call(tat, now, request.tokens);
-        }
-    }
-    if let Ok(request) = gcraallow::parse(&words) {
-        assert_eq!(request.key, words[0]);
-        if let ratelimit::gcra::allow::Take::AtMost(n) = request.take {
-            assert!(n >= 0);
-        }
-        for (tat, now) in [(None, 0), (Some(1), i64::MAX / 2_000), (Some(i64::MAX), 1)] {
-            if let Ok(outcome) = request.bucket.call(tat, now, request.take) {
-                assert!(outcome.reset_after >= 0);
-                assert!(outcome.remaining >= 0 && outcome.remaining <= outcome.burst);
-            }
-        }
-    }
-    // Whatever a key holds, reading it as a TAT never panics.
-    let _ = gcraallow::stored_tat(rest);
-    // Nor as a ONEKEY limiter's state: the whole input, and each argument.
+    // Every command's parser, CANCEL's included, and the helpers they share.
+    ratelimit::fuzzing::parse_commands(&words);
+
+    // Whatever a key holds, reading it as a ONEKEY limiter's state never panics: the whole
+    // input, and each argument.
     for bytes in std::iter::once(rest).chain(words.iter().copied()) {
         onekey_state(bytes);
     }
-    let _ = args::parse_double(rest);
-    let _ = stats::parse(&words);
-    if let Ok(count) = toprefused::parse(&words) {
-        assert!((1..=2 * observe::refused::CAPACITY).contains(&count));
-    }
+    let _ = number::parse_double(rest);
     // A group is a prefix of the name, whatever the separator and depth.
     if let [separator, names @ ..] = &words[..] {
-        if observe::valid_separator(separator).is_ok() {
+        if !separator.is_empty() {
             let rule = Rule {
                 separator: separator.to_vec(),
                 depth: 1 + usize::from(separator[0] % 16),
@@ -91,96 +46,14 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(counted, sketch.total());
         }
     }
-    if let Ok(request) = tryacquire::parse(&words) {
-        assert!(request.permits >= 1);
-        assert!(request.client.is_none_or(|c| !c.is_empty()));
-        assert_eq!(request.key, words[0]);
-    }
-    if let Ok(request) = acquire::parse(&words) {
-        assert!(request.permits >= 1);
-        assert!((0..=MAX_DURATION_MS).contains(&request.timeout_ms));
-        assert!(request.client.is_none_or(|c| !c.is_empty()));
-    }
-    for create in [
-        tryacquire::parse(&words).ok().and_then(|r| r.create),
-        acquire::parse(&words).ok().and_then(|r| r.create),
-        allow::parse(&words).ok().and_then(|r| r.create),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        assert!((1..=MAX_PERMITS).contains(&create.rate));
-        assert!((1..=MAX_DURATION_MS).contains(&create.interval));
-        assert!(create.keep_alive == 0 || create.keep_alive >= create.interval);
-    }
-    if let Ok(request) = allowall::parse(&words) {
-        assert!(!request.keys.is_empty());
-        assert!(request.keys.len() as i64 <= allowall::MAX_KEYS);
-        assert!(request.permits >= 1);
-        let mut distinct = request.keys.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), request.keys.len(), "a key listed twice");
-    }
-    // Every command's parser: `key [CLIENT id]`, RELEASE, CONFIG and DEBUG too.
-    for target in [
-        available::parse(&words),
-        delete::parse(&words),
-        persist::parse(&words),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        assert_eq!(target.key, words[0]);
-        assert!(target.client.is_none_or(|c| !c.is_empty()));
-    }
-    if let Ok(request) = peek::parse(&words) {
-        assert!(request.permits >= 1);
-        assert!(request.client.is_none_or(|c| !c.is_empty()));
-        assert_eq!(request.key, words[0]);
-    }
-    if let Ok(request) = release::parse(&words) {
-        assert!(request.permits >= 1);
-        assert!(request.client.is_none_or(|c| !c.is_empty()));
-    }
-    if let Ok(request) = cancel::parse(&words) {
-        assert_eq!(request.key, words[0]);
-        assert!((1..=64).contains(&request.ticket.len()));
-        assert!(request.client.is_none_or(|c| !c.is_empty()));
-    }
-    if let Ok(request) = config::parse(&words) {
-        assert_eq!(words.len(), 1);
-        assert_eq!(request.key, words[0]);
-    }
-    if let Ok(debug::Request::SetClock(ms) | debug::Request::Advance(ms)) = debug::parse(&words) {
-        assert!(ms >= 0);
-    }
-    if let Ok(request) = expire::parse(&words) {
-        assert!((-MAX_DURATION_MS..=MAX_DURATION_MS).contains(&request.ms));
-        let when = request.when;
-        assert!(!(when.nx && (when.xx || when.gt || when.lt)));
-        assert!(!(when.gt && when.lt));
-        let _ = when.allows(None, request.ms);
-        let _ = when.allows(Some(i64::MIN), i64::MAX);
-    }
-
     // The building blocks, on each argument.
-    let mut tokens = Tokens::new(&words);
-    while tokens.next_if_numeric().is_some() || tokens.next_arg().is_some() {}
-    let _ = Tokens::new(&words).value_of_option("OPTION");
     for word in &words {
         // Strict decimal: whatever is accepted is the canonical spelling of its value.
-        if let Some(n) = args::parse_i64(word) {
+        if let Some(n) = number::parse_i64(word) {
             assert_eq!(n.to_string().as_bytes(), *word);
         }
-        if let Ok(n) = args::integer(word, "n", -5, 5) {
-            assert!((-5..=5).contains(&n));
-        }
-        if let Ok(p) = args::permits(word) {
-            assert!(p >= 1);
-        }
-        let _ = args::client_id(word);
-        let _ = args::is_keyword(word, "KEEPSTATE");
+        let _ = number::parse_i64_lenient(word);
+        let _ = number::parse_double(word);
 
         // The member decoder: accepts exactly the members whose length fits a Redisson layout
         // (checked here in u128, so no sum can wrap), reads their last 4 bytes, and a split
