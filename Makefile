@@ -406,7 +406,7 @@ bench-go: release
 dist-go:
 	packaging/dist-go
 
-## Fuzzes the argument parsers and the permit-log member decoder for a minute (fuzz/README.md).
+## Fuzzes every command's parser and the decoders for a minute (fuzz/README.md).
 ## Installs cargo-fuzz if missing; RUSTC_BOOTSTRAP=1 lets the stable toolchain run it.
 .PHONY: fuzz
 fuzz:
