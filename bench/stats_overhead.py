@@ -24,7 +24,7 @@ left to itself it goes out of use while calls spread over the 200 000 and back i
 calls after they return to the hot limiter, which moved the hot limiter's cost by 14% between
 phases, whatever the setting measured.
 """
-import glob, os, random, shutil, socket, statistics, subprocess, sys, time
+import glob, os, random, re, shutil, socket, statistics, subprocess, sys, time
 import redis
 
 BATCH = 1000
@@ -132,6 +132,20 @@ def timing(server, module, rounds):
         proc.terminate(); proc.wait()
 
 
+# The counting's own code: what `stats::decided` calls when ratelimit.stats is yes.
+COUNTING = re.compile(r"^\s*([\d,]+) .*ratelimit::observe::(granted|refused) \[")
+
+
+def counting_instructions(path):
+    """Instructions spent inside the counting per group and the sketch (inclusive), from one
+    callgrind dump. The on/off difference of the totals also moves with the server's own work
+    (an incremental rehash of its dict running in one phase and not the other moved it by 200
+    to 350 instructions a call): this figure is the feature's cost alone."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+                         capture_output=True, text=True).stdout
+    return sum(int(m.group(1).replace(",", "")) for m in map(COUNTING.match, out.splitlines()) if m)
+
+
 def instructions(server, module):
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("instructions: skipped (no valgrind)")
@@ -165,17 +179,66 @@ def instructions(server, module):
                 pipe(con, cmds, check)
                 ctl("-d")
                 ctl("-i", "off")
-                total = None
+                total, own = None, 0
                 for f in glob.glob(f"{d}/callgrind.out*"):
                     if f in before:
                         continue
                     for line in open(f):
                         if line.startswith("totals:") or line.startswith("summary:"):
                             total = int(line.split()[1])
-                res.append(total / calls)
-            on_, off_ = (res[0] + res[3]) / 2, (res[1] + res[2]) / 2
+                    own += counting_instructions(f)
+                res.append((total / calls, own / calls))
+            on_ = (res[0][0] + res[3][0]) / 2
+            off_ = (res[1][0] + res[2][0]) / 2
+            own = (res[0][1] + res[3][1]) / 2
             print(f"  {case:15} on {on_:.0f} off {off_:.0f} on/off {on_ / off_:.4f}"
-                  f" (+{on_ - off_:.0f})", flush=True)
+                  f" (+{on_ - off_:.0f}); the counting's own {own:.0f} = {own / off_:.2%} of off",
+                  flush=True)
+    finally:
+        proc.terminate(); proc.wait()
+
+
+def filter_cost(server, module):
+    """What the module's command filter (how it sees CONFIG RESETSTAT) adds to every command
+    the server runs, its own or not: callgrind inside processInputBuffer (parsing, lookup, the command, its reply) for plain GET and SET,
+    and the part of it spent in the server's call of the module's filters."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        print("filter: skipped (no valgrind)")
+        return
+    d = f"/tmp/stats-bench/filter-{os.getpid()}"
+    shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
+    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               "--toggle-collect=processInputBuffer", f"--callgrind-out-file={d}/callgrind.out"]
+    proc, con = start(server, module, wrapper, tag="filter")
+    pid = str(proc.pid)
+    ctl = lambda *a: subprocess.run(["callgrind_control", *a, pid], check=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    calls = 2000
+    try:
+        con.set("plain", "x")
+        print("filter: instructions per plain command inside processInputBuffer (callgrind):",
+              flush=True)
+        for name, cmd in (("GET", ("GET", "plain")), ("SET", ("SET", "plain", "y"))):
+            pipe(con, [cmd] * 200)
+            ctl("-i", "on")
+            before = set(glob.glob(f"{d}/callgrind.out*"))
+            ctl("-z")
+            pipe(con, [cmd] * calls)
+            ctl("-d")
+            ctl("-i", "off")
+            for f in set(glob.glob(f"{d}/callgrind.out*")) - before:
+                out = subprocess.run(["callgrind_annotate", "--inclusive=yes", f],
+                                     capture_output=True, text=True).stdout
+                total = filt = 0
+                for line in out.splitlines():
+                    m = re.match(r"^\s*([\d,]+) .*TOTALS", line)
+                    if m:
+                        total = int(m.group(1).replace(",", ""))
+                    m = re.match(r"^\s*([\d,]+) .*:moduleCallCommandFilters \[", line)
+                    if m:
+                        filt = int(m.group(1).replace(",", ""))
+                print(f"  {name:4} {total / calls:.0f} per command, of which the filter"
+                      f" {filt / calls:.0f} ({filt / total:.2%})", flush=True)
     finally:
         proc.terminate(); proc.wait()
 
@@ -183,8 +246,10 @@ def instructions(server, module):
 if __name__ == "__main__":
     server, module = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-    phases = os.environ.get("PHASES", "time,instructions").split(",")
+    phases = os.environ.get("PHASES", "time,instructions,filter").split(",")
     if "time" in phases:
         timing(server, module, rounds)
     if "instructions" in phases:
         instructions(server, module)
+    if "filter" in phases:
+        filter_cost(server, module)

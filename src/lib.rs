@@ -180,7 +180,7 @@ impl ffi::config::BoolSetting for Stats {
         observe::on()
     }
     fn set(value: bool) {
-        observe::turn(value);
+        stats::turn_counting(value);
     }
 }
 
@@ -246,7 +246,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     store::init(ctx);
     config_cache::reset();
     config_cache::turn(options.config_cache);
-    observe::turn(options.stats);
+    if !ffi::filter::init(ctx) {
+        ctx.log_warning(
+            "ratelimit: no detached context: CONFIG RESETSTAT will not zero INFO ratelimit",
+        );
+    }
+    stats::turn_counting(options.stats);
     // Checked when parsed.
     let _ = observe::set_separator(&options.group_separator);
     let _ = observe::set_depth(options.group_depth);
@@ -320,11 +325,6 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
     }
-    if !ffi::filter::register::<stats::ResetWatch>(ctx) {
-        ctx.log_warning(
-            "ratelimit: no command filter: CONFIG RESETSTAT will not zero INFO ratelimit",
-        );
-    }
     // Replaces the crate's default (empty) INFO callback with ours.
     ffi::info::register::<stats::Report>(ctx);
     Status::Ok
@@ -334,6 +334,7 @@ fn deinit(ctx: &Context) -> Status {
     blocking::stop_all_timers(ctx);
     // Up to the table's cap of memory, given back to the server now rather than at a next load.
     tickets::reset();
+    ffi::filter::deinit();
     Status::Ok
 }
 

@@ -182,34 +182,62 @@ fn groups_info(info: &mut Info) {
     info.count("overflow_groups", snapshot.overflow_groups);
 }
 
+/// Turns the counting per group and of the most-refused names on or off (`ratelimit.stats`),
+/// and with it the watch for CONFIG RESETSTAT: a command filter costs the server about 140
+/// instructions on every command it runs, ours or not, so it is there only while wanted.
+pub fn turn_counting(on: bool) {
+    observe::turn(on);
+    if !crate::ffi::filter::watch::<ResetWatch>(on) {
+        redis_module::logging::log_warning(
+            "ratelimit: the command filter could not be changed: CONFIG RESETSTAT may not zero INFO ratelimit",
+        );
+    }
+}
+
 /// Watches for CONFIG RESETSTAT (a command filter: no server event tells a module of it).
 /// The filter sees the command before the server checks it, so the counters are zeroed only
 /// once the server's own stats show it ran: at the next command (not EXEC, which may be the
-/// one running it), `total_connections_received` has dropped below what it was before (the
-/// server zeroes it, and the caller's own connection was counted in it).
+/// one running it), `total_commands_processed` or `total_connections_received` has dropped
+/// below what it was before. The server zeroes both, then counts the RESETSTAT itself as one
+/// command; so a RESETSTAT is missed only when nothing ran since the last one, when there is
+/// nothing to zero (a refused RESETSTAT, as for a user without the right, is not counted).
 pub enum ResetWatch {}
 
-/// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked, else 0.
+/// The server's `total_commands_processed` + 1 when a CONFIG RESETSTAT was seen and not yet
+/// checked, else 0; and its `total_connections_received` then.
 static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
+static RESET_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
-fn connections_received() -> Option<u64> {
-    crate::ffi::server::info_unsigned(c"stats", c"total_connections_received")
+/// The server's commands processed and connections received, as INFO counts them.
+fn server_counts() -> Option<(u64, u64)> {
+    let info = |field| crate::ffi::server::info_unsigned(c"stats", field);
+    Some((
+        info(c"total_commands_processed")?,
+        info(c"total_connections_received")?,
+    ))
 }
 
 impl crate::ffi::filter::Filter for ResetWatch {
-    fn command(name: &[u8], first: Option<&[u8]>) {
+    fn command(command: &crate::ffi::filter::FilteredCommand) {
+        let Some(name) = command.arg(0) else {
+            return;
+        };
         let pending = RESET_PENDING.load(Relaxed);
         if pending != 0 && !name.eq_ignore_ascii_case(b"exec") {
             RESET_PENDING.store(0, Relaxed);
-            if connections_received().is_some_and(|now| now < pending - 1) {
+            let connections = RESET_CONNECTIONS.load(Relaxed);
+            if server_counts().is_some_and(|(c, n)| c < pending - 1 || n < connections) {
                 reset_stats();
             }
         }
         if name.eq_ignore_ascii_case(b"config")
-            && first.is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
+            && command
+                .arg(1)
+                .is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
         {
-            if let Some(before) = connections_received() {
-                RESET_PENDING.store(before.saturating_add(1), Relaxed);
+            if let Some((commands, connections)) = server_counts() {
+                RESET_CONNECTIONS.store(connections, Relaxed);
+                RESET_PENDING.store(commands.saturating_add(1), Relaxed);
             }
         }
     }

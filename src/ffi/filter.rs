@@ -1,56 +1,115 @@
 //! A command filter: the server shows the module every command before running it (how the
-//! module learns of CONFIG RESETSTAT, for which no server event exists).
+//! module learns of CONFIG RESETSTAT, for which no server event exists). Registered only while
+//! it is wanted, since the server pays for it on every command it runs.
 
 use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use redis_module::{raw, Context};
 
-/// What a filter does with a command's name and first argument. It must be cheap: it runs
-/// before every command the server executes.
+/// What a filter does with a command. It must be cheap: it runs before every command the
+/// server executes, so it reads only the arguments it needs.
 pub(crate) trait Filter {
-    fn command(name: &[u8], first: Option<&[u8]>);
+    fn command(command: &FilteredCommand);
 }
 
-/// The bytes of a filtered command's argument `pos`, if there is one.
-fn arg<'a>(fctx: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> Option<&'a [u8]> {
-    let get = api!(RedisModule_CommandFilterArgGet)?;
-    let ptr_len = api!(RedisModule_StringPtrLen)?;
-    // SAFETY: the filter context is valid for the callback's duration, and ArgGet checks the
-    // position (null past the end); the bytes are read only within the callback.
-    unsafe {
-        let string = get(fctx, pos);
-        if string.is_null() {
-            return None;
+/// A command the server is about to run, as its filter sees it.
+pub(crate) struct FilteredCommand(*mut raw::RedisModuleCommandFilterCtx);
+
+impl FilteredCommand {
+    /// The bytes of argument `pos` (0 is the command's name), if there is one.
+    pub(crate) fn arg(&self, pos: c_int) -> Option<&[u8]> {
+        let get = api!(RedisModule_CommandFilterArgGet)?;
+        let ptr_len = api!(RedisModule_StringPtrLen)?;
+        // SAFETY: the filter context is valid for the callback's duration, which outlives
+        // `self` (made and dropped in `filtered`), and ArgGet checks the position (null past
+        // the end); the bytes are borrowed from `self`, so read only within the callback.
+        unsafe {
+            let string = get(self.0, pos);
+            if string.is_null() {
+                return None;
+            }
+            let mut len = 0;
+            let p = ptr_len(string, &mut len);
+            if p.is_null() {
+                return None;
+            }
+            Some(std::slice::from_raw_parts(p.cast::<u8>(), len))
         }
-        let mut len = 0;
-        let p = ptr_len(string, &mut len);
-        if p.is_null() {
-            return None;
-        }
-        Some(std::slice::from_raw_parts(p.cast::<u8>(), len))
     }
 }
 
 extern "C" fn filtered<F: Filter>(fctx: *mut raw::RedisModuleCommandFilterCtx) {
-    let Some(name) = arg(fctx, 0) else {
-        return;
-    };
-    F::command(name, arg(fctx, 1));
+    F::command(&FilteredCommand(fctx));
 }
 
-/// Registers `F`, skipping the module's own calls. False if the server refused.
-pub(crate) fn register<F: Filter>(ctx: &Context) -> bool {
-    let Some(register) = api!(RedisModule_RegisterCommandFilter) else {
+/// The module's own context, kept from load so that the filter can be registered and removed
+/// later, when a setting changes (a detached context lives until the module unloads).
+static MODULE: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
+/// The registered filter, null while there is none.
+static REGISTERED: AtomicPtr<raw::RedisModuleCommandFilter> = AtomicPtr::new(ptr::null_mut());
+
+/// Keeps the module's context for [`watch`]. Called from OnLoad. False if the server refused.
+pub(crate) fn init(ctx: &Context) -> bool {
+    REGISTERED.store(ptr::null_mut(), Relaxed);
+    let Some(detach) = api!(RedisModule_GetDetachedThreadSafeContext) else {
         return false;
     };
-    // SAFETY: called from OnLoad with the module's context and a callback of the API's
-    // signature; the server keeps the filter until the module unloads.
-    let filter = unsafe {
-        register(
-            ctx.ctx,
-            Some(filtered::<F>),
-            raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
-        )
-    };
-    !filter.is_null()
+    // SAFETY: called from OnLoad with the module's context; the detached context it returns
+    // belongs to the module and is freed in `deinit`.
+    let module = unsafe { detach(ctx.ctx) };
+    MODULE.store(module, Relaxed);
+    !module.is_null()
+}
+
+/// Frees the context [`init`] kept (at unload; the server drops the module's filters itself).
+pub(crate) fn deinit() {
+    REGISTERED.store(ptr::null_mut(), Relaxed);
+    let module = MODULE.swap(ptr::null_mut(), Relaxed);
+    if module.is_null() {
+        return;
+    }
+    if let Some(free) = api!(RedisModule_FreeThreadSafeContext) {
+        // SAFETY: `module` came from GetDetachedThreadSafeContext and is freed once (swapped out).
+        unsafe { free(module) };
+    }
+}
+
+/// Registers `F` (`on`) or removes it, skipping the module's own calls. Only on the main thread,
+/// outside any filter's callback (a setting's change, or OnLoad). False if the server refused.
+pub(crate) fn watch<F: Filter>(on: bool) -> bool {
+    let module = MODULE.load(Relaxed);
+    let registered = REGISTERED.load(Relaxed);
+    let already = !registered.is_null();
+    if module.is_null() || on == already {
+        return !module.is_null();
+    }
+    if on {
+        let Some(register) = api!(RedisModule_RegisterCommandFilter) else {
+            return false;
+        };
+        // SAFETY: `module` is the module's detached context (alive until unload) and the
+        // callback has the API's signature; the server keeps the filter until it is removed
+        // below or the module unloads.
+        let filter = unsafe {
+            register(
+                module,
+                Some(filtered::<F>),
+                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+            )
+        };
+        REGISTERED.store(filter, Relaxed);
+        !filter.is_null()
+    } else {
+        let Some(unregister) = api!(RedisModule_UnregisterCommandFilter) else {
+            return false;
+        };
+        // SAFETY: `registered` was returned by RegisterCommandFilter for this module and not
+        // removed since (it is cleared here); we are not inside a filter callback, so the
+        // server's list of filters is not being walked.
+        let status = unsafe { unregister(module, registered) };
+        REGISTERED.store(ptr::null_mut(), Relaxed);
+        status == raw::REDISMODULE_OK as c_int
+    }
 }

@@ -382,6 +382,35 @@ fn config_resetstat_zeroes_the_counters_for_those_allowed_to_run_it() {
     assert_eq!(stats_groups(&mut con).0["r:s"], (0, 1, 0));
 }
 
+/// The watch for CONFIG RESETSTAT (a command filter, paid on every command the server runs) is
+/// there only while `ratelimit.stats` is yes: turned off, a RESETSTAT leaves the counters; on
+/// again (twice, or from a load with `stats no`), it zeroes them.
+#[test]
+fn config_resetstat_is_watched_only_while_counting() {
+    for load in [
+        &["debug-commands", "yes"][..],
+        &["debug-commands", "yes", "stats", "no"],
+    ] {
+        let server = Server::start_with(load, &[]);
+        let mut con = server.conn();
+        let _: Value = line(&mut con, "GCRA r:s:1 0 1 60").unwrap();
+        for _ in 0..2 {
+            let _: () = line(&mut con, "CONFIG SET ratelimit.stats no").unwrap();
+        }
+        let _: () = line(&mut con, "CONFIG RESETSTAT").unwrap();
+        let _: Value = line(&mut con, "PING").unwrap();
+        assert_eq!(counters(&mut con), (1, 0, 0), "{load:?}");
+        for _ in 0..2 {
+            let _: () = line(&mut con, "CONFIG SET ratelimit.stats yes").unwrap();
+        }
+        let _: Value = line(&mut con, "GCRA r:s:1 0 1 60").unwrap();
+        assert_eq!(counters(&mut con), (1, 1, 0), "{load:?}");
+        let _: () = line(&mut con, "CONFIG RESETSTAT").unwrap();
+        assert_eq!(counters(&mut con), (0, 0, 0), "{load:?}");
+        assert!(top_refused(&mut con, 10).is_empty());
+    }
+}
+
 #[test]
 fn the_most_refused_names_most_first_over_the_last_minutes() {
     let (_server, mut con) = started();

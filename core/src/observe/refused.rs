@@ -13,7 +13,8 @@
 //! count, so adding one moves a counter to the next bucket and the smallest counter is the
 //! first bucket's. Names are found by a keyed hash in an open-addressing table of fixed size.
 //! Once a window's counters are all in use nothing more is allocated: a counter that takes a
-//! new name keeps its buffer.
+//! new name keeps its buffer, and a window that starts over reuses the counters, buckets and
+//! table of the one it replaces, so after the first two windows a refusal allocates nothing.
 
 use std::collections::HashMap;
 
@@ -25,6 +26,17 @@ pub const CAPACITY: usize = 512;
 pub const MAX_NAME: usize = 200;
 /// How long a window fills before it becomes the last full one.
 pub const WINDOW_MS: i64 = 60_000;
+
+/// A counter's name buffer holds at least this many bytes, so that the names of one rule, of
+/// lengths that differ by a digit or two, replace one another without growing it.
+const NAME_BUFFER: usize = 48;
+
+/// A copy of `name` in a buffer of at least [`NAME_BUFFER`] bytes.
+fn name_buffer(name: &[u8]) -> Vec<u8> {
+    let mut buffer = Vec::with_capacity(name.len().max(NAME_BUFFER));
+    buffer.extend_from_slice(name);
+    buffer
+}
 
 /// No counter or bucket (the end of a list).
 const NIL: u16 = u16::MAX;
@@ -40,7 +52,10 @@ const TAG: u64 = !0xFFFF;
 /// One Space-Saving summary in Stream-Summary layout.
 #[derive(Debug)]
 pub struct SpaceSaving {
+    /// The counters in use are the first `used`; those after them are spares kept from an
+    /// earlier window, each with its name's buffer.
     counters: Vec<Counter>,
+    used: usize,
     /// Buckets by place; a free one is on `free_buckets`. At most one per counter.
     buckets: Vec<Bucket>,
     free_buckets: Vec<u16>,
@@ -91,6 +106,7 @@ impl SpaceSaving {
     pub fn with_seed(seed: u64) -> Self {
         SpaceSaving {
             counters: Vec::new(),
+            used: 0,
             buckets: Vec::new(),
             free_buckets: Vec::new(),
             min: NIL,
@@ -99,6 +115,17 @@ impl SpaceSaving {
             total: 0,
             seed,
         }
+    }
+
+    /// Empties the summary, keeping its memory for the next window.
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.buckets.clear();
+        self.free_buckets.clear();
+        self.min = NIL;
+        self.table.fill(0);
+        self.last = NIL;
+        self.total = 0;
     }
 
     pub fn add(&mut self, name: &[u8]) {
@@ -144,15 +171,23 @@ impl SpaceSaving {
     /// Counts a name not held, whose entry goes at `empty`: in a free counter, or in the
     /// smallest counter's, replacing its name.
     fn insert(&mut self, name: &[u8], hash: u64, empty: usize) {
-        if self.counters.len() < CAPACITY {
-            let counter = self.counters.len() as u16;
-            self.counters.push(Counter {
-                name: name.to_vec(),
-                hash,
-                bucket: NIL,
-                prev: NIL,
-                next: NIL,
-            });
+        if self.used < CAPACITY {
+            let counter = self.used as u16;
+            match self.counters.get_mut(self.used) {
+                Some(spare) => {
+                    spare.name.clear();
+                    spare.name.extend_from_slice(name);
+                    spare.hash = hash;
+                }
+                None => self.counters.push(Counter {
+                    name: name_buffer(name),
+                    hash,
+                    bucket: NIL,
+                    prev: NIL,
+                    next: NIL,
+                }),
+            }
+            self.used += 1;
             self.table[empty & MASK] = (hash & TAG) | u64::from(counter + 1);
             self.last = counter;
             let ones = match self.buckets.get(usize::from(self.min)) {
@@ -337,7 +372,7 @@ impl SpaceSaving {
 
     /// Every counted name with its count (an overestimate by at most `total / CAPACITY`).
     pub fn counts(&self) -> impl Iterator<Item = (&[u8], u64)> {
-        self.counters.iter().map(|c| {
+        self.counters.iter().take(self.used).map(|c| {
             let count = self
                 .buckets
                 .get(usize::from(c.bucket))
@@ -394,7 +429,6 @@ pub struct Refused {
     last: SpaceSaving,
     /// Which window (now / WINDOW_MS) `filling` is.
     window: i64,
-    seed: u64,
 }
 
 impl Refused {
@@ -402,8 +436,8 @@ impl Refused {
     pub fn with_seed(seed: u64) -> Self {
         Refused {
             filling: SpaceSaving::with_seed(seed),
-            seed,
-            ..Refused::default()
+            last: SpaceSaving::with_seed(seed),
+            window: 0,
         }
     }
 
@@ -422,13 +456,14 @@ impl Refused {
         if window == self.window {
             return;
         }
-        let fresh = SpaceSaving::with_seed(self.seed);
-        self.last = if window == self.window + 1 {
-            std::mem::replace(&mut self.filling, fresh)
+        // The window that ends becomes the last full one, and the one before it is emptied to
+        // fill next: no allocation.
+        if window == self.window + 1 {
+            std::mem::swap(&mut self.filling, &mut self.last);
         } else {
-            self.filling = fresh;
-            SpaceSaving::with_seed(self.seed)
-        };
+            self.last.clear();
+        }
+        self.filling.clear();
         self.window = window;
     }
 
@@ -513,8 +548,8 @@ mod tests {
     /// the counts adding up to the total.
     fn check(s: &SpaceSaving) {
         let used = s.table.iter().filter(|&&e| e != 0).count();
-        assert_eq!(used, s.counters.len());
-        for (i, c) in s.counters.iter().enumerate() {
+        assert_eq!(used, s.used);
+        for (i, c) in s.counters.iter().take(s.used).enumerate() {
             assert_eq!(s.find(c.hash), Ok(i as u16));
         }
         let mut seen = 0;
@@ -535,7 +570,7 @@ mod tests {
             }
             (prev_bucket, prev_count, bucket) = (bucket, b.count, b.next);
         }
-        assert_eq!(seen, s.counters.len());
+        assert_eq!(seen, s.used);
         assert_eq!(sum, s.total());
         assert_eq!(s.counts().map(|(_, n)| n).sum::<u64>(), s.total());
     }
@@ -561,7 +596,7 @@ mod tests {
             }
         }
         check(&s);
-        assert_eq!(s.counters.len(), CAPACITY);
+        assert_eq!(s.used, CAPACITY);
         // Every hot name (about 625 refusals each, far above 20 000 / 512) is held.
         let held: Vec<&[u8]> = s.counts().map(|(name, _)| name).collect();
         for i in 0..8 {
@@ -584,6 +619,45 @@ mod tests {
         // Long idle: nothing.
         assert_eq!(r.top(10, 10 * WINDOW_MS), (vec![], 0));
         assert_eq!(r.top(0, 10 * WINDOW_MS).0.len(), 0);
+    }
+
+    /// A summary emptied for a new window counts from nothing again, on the memory it kept:
+    /// its spare counters take the new names (no stale name is reported) and the layout holds.
+    #[test]
+    fn a_cleared_summary_reuses_its_memory() {
+        let mut s = SpaceSaving::with_seed(7);
+        for i in 0..3 * CAPACITY {
+            s.add(format!("old:{i}").as_bytes());
+        }
+        let capacity = s.counters.capacity();
+        s.clear();
+        check(&s);
+        assert_eq!(s.counts().count(), 0);
+        for i in 0..10 {
+            for _ in 0..=i {
+                s.add(format!("new:{i}").as_bytes());
+            }
+            check(&s);
+        }
+        let mut counts: Vec<(String, u64)> = s
+            .counts()
+            .map(|(name, n)| (String::from_utf8_lossy(name).into_owned(), n))
+            .collect();
+        counts.sort();
+        let want: Vec<(String, u64)> = (0..10).map(|i| (format!("new:{i}"), i + 1)).collect();
+        assert_eq!(counts, want);
+        assert_eq!(s.total(), 55);
+        assert_eq!(
+            s.counters.capacity(),
+            capacity,
+            "no counter allocated again"
+        );
+        // Filled up again past its capacity, it replaces the smallest as before.
+        for i in 0..2 * CAPACITY {
+            s.add(format!("more:{i}").as_bytes());
+        }
+        check(&s);
+        assert_eq!(s.used, CAPACITY);
     }
 
     #[test]
