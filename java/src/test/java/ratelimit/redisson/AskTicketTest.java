@@ -196,6 +196,32 @@ class AskTicketTest extends ModuleTestBase {
     }
 
     /**
+     * Every connection of the client dropped while the ask's grant is on its way: Redisson resends
+     * the ask (answered from the grant: the caller has it, taken once) or fails it (the ticket's
+     * CANCEL gives the grant back). Either way the log holds exactly the caller's grant.
+     */
+    @Test
+    void anAskWhoseConnectionDroppedTakesExactlyTheCallersGrant() throws Exception {
+        start();
+        RFuture<Boolean> waiting = NativeRateLimiters.get(client, "b").tryAcquireAsync(1, Duration.ofMinutes(10));
+        awaitTheAskGranted();
+        proxy.dropAll();
+        boolean granted;
+        try {
+            granted = waiting.toCompletableFuture().get();
+        } catch (ExecutionException e) {
+            granted = false;
+        }
+        long kept = granted ? 1 : 0;
+        await("the log holds the caller's grant alone", () -> available() == RATE - kept);
+        assertEquals(kept, logged(permitsKey("b")));
+        await("the ask's answer read", () -> gate.asksOnTheirWay() == 0);
+        assertEquals(RATE - kept, available());
+        System.out.println("an ask's connection dropped with its grant on the way: the caller "
+                + (granted ? "got the grant from the resend" : "got an error, the grant given back"));
+    }
+
+    /**
      * An ask whose reply is late is resent by Redisson (its retry); the resend of an ask already
      * granted is answered from the grant and takes nothing again, and when no reply comes at all
      * the ticket's CANCEL gives back the one grant: nothing is left taken.
