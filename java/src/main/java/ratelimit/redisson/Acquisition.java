@@ -6,12 +6,15 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.redisson.api.BatchOptions;
 import org.redisson.api.RFuture;
 import org.redisson.client.RedisException;
 import org.redisson.client.RedisResponseTimeoutException;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.client.protocol.RedisCommand;
 import org.redisson.client.protocol.convertor.Convertor;
+import org.redisson.command.CommandBatchService;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -45,8 +48,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A caller beyond the client's bound on waits in the server waits in the JVM ({@link WaitGate})
  * and sends its ACQUIRE when it gets a slot; meanwhile, as the first of its limiter's callers
- * there, it asks its limiter with RATELIMIT.TRYACQUIRE ({@link #ask}), and when its timeout runs
- * out there it is answered by one last ask, never refused unasked.
+ * there, it asks its limiter without waiting ({@link #ask}), and when its timeout runs out there
+ * it is answered by one last ask, never refused unasked. An ask carries the wait's TICKET too
+ * (RATELIMIT.ACQUIRE inside MULTI/EXEC, which answers as TRYACQUIRE would and remembers a grant;
+ * TRYACQUIRE takes no ticket): a grant that reaches a caller who gave up while it was on its way,
+ * or an ask whose reply was lost, is given back exactly by the ticket's CANCEL, and a resend of
+ * an ask already granted takes nothing.
  */
 final class Acquisition implements WaitGate.Waiter {
     private static final Logger LOG = LoggerFactory.getLogger(NativeRateLimiter.class);
@@ -70,6 +77,12 @@ final class Acquisition implements WaitGate.Waiter {
     private final WaitGate gate;
     /** The next ask, when a refused ask's hint runs out while this caller is still queued in the JVM. */
     private volatile Timeout askAgain;
+    /** Set once the ticket's CANCEL is sent: it is sent at most once, whoever finds it needed. */
+    private final AtomicBoolean cancelSent = new AtomicBoolean();
+
+    /** An ask: MULTI, the command, EXEC, written together (one round trip). */
+    private static final BatchOptions ASK_OPTIONS = BatchOptions.defaults()
+            .executionMode(BatchOptions.ExecutionMode.IN_MEMORY_ATOMIC);
 
     /** The TIMEOUT argument, written as what is left of the caller's timeout when it is sent. */
     private final Object timeoutArgument = new Object() {
@@ -128,15 +141,26 @@ final class Acquisition implements WaitGate.Waiter {
 
     /**
      * Queued in the JVM, first of its limiter's callers: asks the limiter once without waiting
-     * (RATELIMIT.TRYACQUIRE holds no connection beyond its round trip), so a limiter with permits
-     * free is not kept waiting behind other limiters' waits in the server.
+     * (holding no connection beyond its round trip), so a limiter with permits free is not kept
+     * waiting behind other limiters' waits in the server. The ask is RATELIMIT.ACQUIRE with this
+     * wait's TICKET between MULTI and EXEC: there it never blocks and answers exactly as
+     * TRYACQUIRE would (which takes no ticket), and the server remembers a grant under the ticket,
+     * so CANCEL gives it back exactly if its caller has gone by the time it arrives, and a resend
+     * of the ask (Redisson retries a batch whose reply did not come) takes nothing again.
      */
     @Override
     public void ask() {
         String key = limiter.getName();
-        RFuture<Long> answer = limiter.executor().writeAsync(key, StringCodec.INSTANCE, Commands.TRYACQUIRE_HINT,
-                key, permits, "CLIENT", limiter.clientId());
-        answer.whenComplete(this::answered);
+        CommandBatchService batch = new CommandBatchService(limiter.executor(), ASK_OPTIONS);
+        RFuture<Long> answer = batch.writeAsync(key, StringCodec.INSTANCE, Commands.ASK,
+                key, permits, "CLIENT", limiter.clientId(), "TICKET", ticket);
+        batch.executeAsync().whenComplete((done, error) -> {
+            if (error != null) {
+                answered(null, error);
+            } else {
+                answer.whenComplete(this::answered);
+            }
+        });
     }
 
     private void answered(Long hint, Throwable error) {
@@ -144,13 +168,32 @@ final class Acquisition implements WaitGate.Waiter {
             gate.abandon(this);
             Throwable cause = ModuleSupport.unwrap(error);
             if (ModuleSupport.isUnknownCommand(cause)) {
-                limiter.module().missing(cause);
-                if (!result.isDone()) {
-                    fallBack();
-                }
+                moduleMissing(cause);
                 return;
             }
-            serverEnded = true; // no ACQUIRE was sent: nothing to cancel
+            if (isErrorReply(cause) && String.valueOf(cause.getMessage()).startsWith("EXECABORT")) {
+                // The server refused the command before it ran (an unknown command, out of memory,
+                // no permission, a replica): nothing granted. EXEC says no more: a plain command
+                // that takes nothing tells a server without the module.
+                String key = limiter.getName();
+                limiter.executor().writeAsync(key, StringCodec.INSTANCE, Commands.AVAILABLE, key,
+                        "CLIENT", limiter.clientId()).whenComplete((n, e) -> {
+                            Throwable why = e == null ? null : ModuleSupport.unwrap(e);
+                            if (why != null && ModuleSupport.isUnknownCommand(why)) {
+                                moduleMissing(why);
+                            } else {
+                                serverEnded = true;
+                                result.completeExceptionally(cause);
+                            }
+                        });
+                return;
+            }
+            if (isErrorReply(cause)) {
+                serverEnded = true; // the server refused the ask with an error: nothing granted
+            } else {
+                // No reply (the connection lost, no answer in time): the ask may have been granted.
+                cancelTicket();
+            }
             result.completeExceptionally(cause); // as tryAcquire() would throw it
             return;
         }
@@ -159,7 +202,7 @@ final class Acquisition implements WaitGate.Waiter {
         switch (gate.answered(this, granted)) {
             case GRANTED:
                 if (!result.complete(true)) {
-                    lostGrant();
+                    cancelTicket(); // its caller gave up just now
                 }
                 break;
             case SEND:
@@ -178,20 +221,23 @@ final class Acquisition implements WaitGate.Waiter {
                 break;
             default: // GONE: the caller gave up while its ask was on its way
                 if (granted) {
-                    lostGrant();
+                    cancelTicket();
                 }
                 break;
         }
     }
 
-    /**
-     * A TRYACQUIRE carries no ticket: what it granted to a caller who gave up while it was on its
-     * way cannot be given back exactly (RELEASE removes the newest entries, not this one), so it
-     * stays logged until it leaves the window: the limiter admits less, never more.
-     */
-    private void lostGrant() {
-        LOG.debug("{} permit(s) of {} granted as their caller gave up: they stay taken until they leave the window",
-                permits, limiter.getName());
+    /** The ask found the module missing: Redisson's own wait serves the caller. */
+    private void moduleMissing(Throwable cause) {
+        limiter.module().missing(cause);
+        if (!result.isDone()) {
+            fallBack();
+        }
+    }
+
+    /** The server's own error reply: the command ran (or was refused) and granted nothing. */
+    private static boolean isErrorReply(Throwable cause) {
+        return cause.getClass() == RedisException.class && cause.getCause() == null;
     }
 
     /** Its timeout ran out in the JVM's queue and its limiter refused a caller of its ahead of it. */
@@ -252,13 +298,27 @@ final class Acquisition implements WaitGate.Waiter {
      */
     private void giveUp() {
         if (gate.withdraw(this)) {
-            return; // still queued in the JVM: it sent no ACQUIRE
+            // Still queued in the JVM: it sent no ACQUIRE. An ask of its on its way is answered
+            // to answered(), which gives a grant back with the ticket's CANCEL.
+            return;
         }
         if (nothingToCancel) {
             cancelInFlight();
             return;
         }
         if (serverEnded) {
+            return;
+        }
+        cancelTicket();
+    }
+
+    /**
+     * RATELIMIT.CANCEL of this wait's ticket, once: the server ends the wait, gives back exactly
+     * the grant made under the ticket (an ACQUIRE's or an ask's), and refuses a resend still on
+     * its way.
+     */
+    private void cancelTicket() {
+        if (!cancelSent.compareAndSet(false, true)) {
             return;
         }
         String key = limiter.getName();
@@ -275,7 +335,8 @@ final class Acquisition implements WaitGate.Waiter {
                         }
                     } else {
                         if (givenBack instanceof Long && (Long) givenBack > 0) {
-                            LOG.debug("gave back {} permit(s) of {}: granted as the caller gave up", givenBack, key);
+                            LOG.debug("gave back {} permit(s) of {}: granted as the caller gave up, or its reply lost",
+                                    givenBack, key);
                         }
                         closeIfStillBlocked(key);
                     }
@@ -374,7 +435,7 @@ final class Acquisition implements WaitGate.Waiter {
                     fallBack();
                     return;
                 }
-                if (cause.getClass() == RedisException.class && cause.getCause() == null) {
+                if (isErrorReply(cause)) {
                     // The server's error reply (the limiter deleted, the master demoted...): its
                     // wait is over, with nothing granted, so no CANCEL follows.
                     serverEnded = true;

@@ -9,8 +9,8 @@ import org.redisson.client.protocol.decoder.MultiDecoder;
 
 /**
  * The module's commands as Redisson sends them, each with the conversion of its reply into what
- * {@code RRateLimiter} returns. RATELIMIT.ACQUIRE is not here: each wait builds its own
- * ({@link Acquisition}).
+ * {@code RRateLimiter} returns. The blocking RATELIMIT.ACQUIRE is not here: each wait builds its
+ * own ({@link Acquisition}).
  */
 final class Commands {
     private Commands() {
@@ -32,8 +32,14 @@ final class Commands {
         }
     });
 
-    /** TRYACQUIRE's reply as it is: nil (acquired) or the ms until the permits are free (refused). */
-    static final RedisCommand<Long> TRYACQUIRE_HINT = new RedisCommand<>("RATELIMIT.TRYACQUIRE");
+    /**
+     * A queued caller's ask ({@link Acquisition#ask}): RATELIMIT.ACQUIRE with the caller's TICKET,
+     * sent between MULTI and EXEC, where it never blocks and answers as TRYACQUIRE would (nil, or
+     * the ms until the permits are free), while the server remembers a grant under the ticket for
+     * RATELIMIT.CANCEL. Not a blocking command for Redisson: the ask holds its connection for one
+     * round trip.
+     */
+    static final RedisCommand<Long> ASK = new RedisCommand<>("RATELIMIT.ACQUIRE");
 
     static final RedisCommand<Long> AVAILABLE = new RedisCommand<>("RATELIMIT.AVAILABLE");
 

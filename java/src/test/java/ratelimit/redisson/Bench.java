@@ -105,7 +105,7 @@ public final class Bench {
             }
             System.out.println();
             System.out.printf("%-34s %9s %9s %9s %9s %11s%n",
-                    "tryAcquire(5 s) on another limiter", "calls", "p50 ms", "p99 ms", "false", "TRYACQUIRE/call");
+                    "tryAcquire(5 s) on another limiter", "calls", "p50 ms", "p99 ms", "false", "asks/call");
             for (boolean nativeSide : new boolean[] {true, false}) {
                 otherLimiterRow(raw, client, nativeSide, millis);
             }
@@ -221,7 +221,7 @@ public final class Bench {
         }
         Thread.sleep(500); // the 200 callers of a waiting
         String[] commands = {"eval", "evalsha", "ratelimit.acquire", "ratelimit.tryacquire"};
-        double tries = stat(raw, "ratelimit.tryacquire")[0];
+        double tries = stat(raw, "exec")[0];
         List<Long> latencies = new ArrayList<>();
         long refused = 0;
         long started = System.nanoTime();
@@ -241,9 +241,10 @@ public final class Bench {
             t.join();
         }
         latencies.sort(Long::compare);
-        // The native callers of a send ACQUIRE only (their limiter always waits in the server), so
-        // the TRYACQUIREs are b's asks; Redisson's own callers of a and b both run its script.
-        double asks = (stat(raw, "ratelimit.tryacquire")[0] - tries) / latencies.size();
+        // The native callers of a wait in the server (their limiter always has waits there), so
+        // the transactions are b's asks (MULTI, RATELIMIT.ACQUIRE with a TICKET, EXEC); Redisson's
+        // own callers of a and b both run its script.
+        double asks = (stat(raw, "exec")[0] - tries) / latencies.size();
         System.out.printf(Locale.ROOT, "%-34s %9d %9.1f %9.1f %9d %11s%n", "200 waiting on a, " + side,
                 latencies.size(), latencies.get(latencies.size() / 2) / 1e6,
                 latencies.get((int) (latencies.size() * 0.99)) / 1e6, refused,

@@ -10,9 +10,10 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A TCP proxy in front of a server that can hold back the server's replies and then drop every
- * connection without delivering them: a connection lost just after the server sent a reply the
- * client never read, which no timing of a CLIENT KILL can produce reliably.
+ * A TCP proxy in front of a server that can hold back the server's replies, then let them through
+ * or drop every connection without delivering them: a reply the client reads only after its
+ * caller gave up, or a connection lost just after the server sent a reply the client never read,
+ * which no timing of a CLIENT KILL can produce reliably.
  */
 final class Proxy implements AutoCloseable {
     private final ServerSocket listener;
@@ -35,6 +36,12 @@ final class Proxy implements AutoCloseable {
     /** From now on, replies wait in the proxy until {@link #dropAll}. */
     synchronized void hold() {
         holding = true;
+    }
+
+    /** Lets the replies held (and those to come) through, in order, on their connections. */
+    synchronized void release() {
+        holding = false;
+        notifyAll();
     }
 
     /** Closes every connection open now, discarding the replies held; new ones pass freely. */
