@@ -558,6 +558,12 @@ impl StaticString {
         }
     }
 
+    /// Its bytes, for the store's in-memory dataset of the unit tests.
+    #[cfg(test)]
+    pub(crate) const fn bytes(&self) -> &'static [u8] {
+        self.bytes
+    }
+
     fn kept(&self) -> Option<&KeptString> {
         self.string
             .get_or_init(|| KeptString::new(self.bytes))

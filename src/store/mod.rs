@@ -6,12 +6,16 @@
 mod acquire;
 mod config;
 mod dataset;
+#[cfg(test)]
+mod memory;
 mod open;
 mod packed;
 mod peek;
 mod release;
 mod resolve;
 mod setrate;
+#[cfg(test)]
+mod tests;
 mod ttl;
 mod writes;
 
