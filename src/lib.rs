@@ -46,6 +46,9 @@ mod queue;
 pub mod sliding_log;
 mod stats;
 mod store;
+/// Whole store jobs on an in-memory dataset, for the store fuzz target (fuzz/).
+#[cfg(fuzzing)]
+pub use store::replay;
 mod tat;
 mod tickets;
 

@@ -558,8 +558,8 @@ impl StaticString {
         }
     }
 
-    /// Its bytes, for the store's in-memory dataset of the unit tests.
-    #[cfg(test)]
+    /// Its bytes, for the store's in-memory dataset (unit tests and the fuzz target).
+    #[cfg(any(test, fuzzing))]
     pub(crate) const fn bytes(&self) -> &'static [u8] {
         self.bytes
     }

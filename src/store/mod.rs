@@ -6,12 +6,15 @@
 mod acquire;
 mod config;
 mod dataset;
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
+#[cfg_attr(not(test), allow(dead_code))]
 mod memory;
 mod open;
 mod packed;
 mod peek;
 mod release;
+#[cfg(any(test, fuzzing))]
+pub mod replay;
 mod resolve;
 mod setrate;
 #[cfg(test)]
