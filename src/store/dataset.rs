@@ -64,9 +64,13 @@ pub trait Dataset {
 
     /// The key named `name`.
     fn open<M: OpenMode>(&self, name: &[u8]) -> Self::Key<M>;
-    /// The OVERALL state's value and permits keys by the names kept with the configuration, if
-    /// they were kept (saving making their names again).
-    fn open_kept_overall<M: OpenMode>(&self) -> Option<(Self::Key<M>, Self::Key<M>)>;
+    /// The OVERALL state's value key, and how to open its permits key, by the names kept with
+    /// the configuration, if they were kept (saving making their names again). The permits key
+    /// is opened only once the value key passed its checks.
+    #[allow(clippy::type_complexity)] // A pair, the second opened on demand.
+    fn open_kept_overall<M: OpenMode>(
+        &self,
+    ) -> Option<(Self::Key<M>, impl FnOnce() -> Self::Key<M> + '_)>;
     /// Refuses a key derived from the limiter's name that the caller may not access.
     fn check_access<M: OpenMode>(&self, key: &Self::Key<M>) -> Result<(), Error>;
     /// Refuses a limiter of `name` whose `keys` a slot migration split (see [`migration`]).
@@ -106,14 +110,15 @@ impl<'c> Dataset for Server<'c> {
     }
 
     #[inline]
-    fn open_kept_overall<M: OpenMode>(&self) -> Option<(Key<'c, M>, Key<'c, M>)> {
+    fn open_kept_overall<M: OpenMode>(
+        &self,
+    ) -> Option<(Key<'c, M>, impl FnOnce() -> Key<'c, M> + '_)> {
         let known = self.known.as_ref()?;
         let value = known.value.as_ref()?.safe_clone(self.ctx);
         let permits = known.permits.as_ref()?.safe_clone(self.ctx);
-        Some((
-            Key::open_named(self.ctx, value),
-            Key::open_named(self.ctx, permits),
-        ))
+        Some((Key::open_named(self.ctx, value), move || {
+            Key::open_named(self.ctx, permits)
+        }))
     }
 
     #[inline]

@@ -140,8 +140,10 @@ impl<'m> Dataset for &'m Memory {
     }
 
     /// Nothing is kept: every request reads the hash.
-    fn open_kept_overall<M: OpenMode>(&self) -> Option<(MemoryKey<'m, M>, MemoryKey<'m, M>)> {
-        None
+    fn open_kept_overall<M: OpenMode>(
+        &self,
+    ) -> Option<(MemoryKey<'m, M>, impl FnOnce() -> MemoryKey<'m, M> + '_)> {
+        None::<(_, fn() -> MemoryKey<'m, M>)>
     }
 
     /// The tests' caller may access every key.

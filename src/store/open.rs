@@ -80,7 +80,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     pub(super) fn open_overall(&self) -> Result<State<M, D>, Error> {
         refuse_cross_slot(self.name)?;
         match self.data.open_kept_overall() {
-            Some((value, permits)) => self.check_state(value, || permits),
+            Some((value, permits)) => self.check_state(value, permits),
             None => self.open_state(&StateKeys::overall(self.name)),
         }
     }
