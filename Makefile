@@ -413,7 +413,8 @@ dist-go:
 fuzz:
 	command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none parse -- -max_total_time=60
-	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none store -- -max_total_time=60
+	mkdir -p fuzz/corpus/store
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none store corpus/store seeds/store -- -max_total_time=60
 
 ## The Node package (node/README.md): ratelimit-node, express-rate-limit's store on the module.
 ## Its packages (express, express-rate-limit, ioredis, node-redis, TypeScript for the types check,
