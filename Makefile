@@ -406,12 +406,15 @@ bench-go: release
 dist-go:
 	packaging/dist-go
 
-## Fuzzes every command's parser and the decoders for a minute (fuzz/README.md).
+## Fuzzes every command's parser and the decoders for a minute, then whole store jobs on an
+## in-memory dataset for a minute (fuzz/README.md).
 ## Installs cargo-fuzz if missing; RUSTC_BOOTSTRAP=1 lets the stable toolchain run it.
 .PHONY: fuzz
 fuzz:
 	command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none parse -- -max_total_time=60
+	mkdir -p fuzz/corpus/store
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none store corpus/store seeds/store -- -max_total_time=60
 
 ## The Node package (node/README.md): ratelimit-node, express-rate-limit's store on the module.
 ## Its packages (express, express-rate-limit, ioredis, node-redis, TypeScript for the types check,

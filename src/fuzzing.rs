@@ -1,5 +1,6 @@
-//! The fuzz target's one way into the module (fuzz/, built with `--cfg fuzzing` only): every
-//! command's parser, and the argument helpers they share, on arbitrary arguments. The parsers
+//! The fuzz targets' one way into the module (fuzz/, built with `--cfg fuzzing` only): every
+//! command's parser, and the argument helpers they share, on arbitrary arguments; and scripts of
+//! whole commands run by the store on an in-memory dataset. The parsers
 //! live beside their commands' replies (a file per command), so they are reached through this
 //! entry rather than through public modules; the pure parts are fuzzed from `ratelimit-core`.
 
@@ -150,4 +151,10 @@ pub fn parse_commands(words: &[&[u8]]) {
         // Whatever a key holds, reading it as a TAT never panics.
         let _ = gcraallow::stored_tat(word);
     }
+}
+
+/// Runs a script of commands through the store on an in-memory dataset (`store::replay`): none
+/// may panic, and a limiter no one else wrote never holds more than its rate.
+pub fn replay(script: &[u8]) {
+    let _ = crate::store::replay::replay(script);
 }

@@ -28,7 +28,7 @@ pub enum Access {
 
 /// How a key is opened, as a type: a key opened for reading has no `apply`, so writing through
 /// it does not compile.
-pub trait OpenMode {
+pub trait OpenMode: 'static {
     const ACCESS: Access;
 }
 

@@ -50,7 +50,8 @@ mod store;
 mod tat;
 mod tickets;
 
-/// The fuzz target's one way in (fuzz/): every command's parser on arbitrary arguments.
+/// The fuzz targets' one way in (fuzz/): every command's parser on arbitrary arguments, and
+/// whole store jobs on an in-memory dataset.
 #[cfg(fuzzing)]
 pub mod fuzzing;
 

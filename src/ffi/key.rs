@@ -558,6 +558,12 @@ impl StaticString {
         }
     }
 
+    /// Its bytes, for the store's in-memory dataset (unit tests and the fuzz target).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) const fn bytes(&self) -> &'static [u8] {
+        self.bytes
+    }
+
     fn kept(&self) -> Option<&KeptString> {
         self.string
             .get_or_init(|| KeptString::new(self.bytes))

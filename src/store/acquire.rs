@@ -1,6 +1,7 @@
 //! Acquiring: reading and deciding an acquisition (TRYACQUIRE, ACQUIRE, ALLOW, ALLOWALL), then
 //! committing it; AVAILABLE and the wait hint read the same way without writing.
 
+use super::dataset::{Dataset, Server};
 use super::{Condition, LimiterKeys, RateChange, Resolved, Stored};
 use crate::error::Error;
 use crate::key::{OpenMode, Writable};
@@ -34,15 +35,15 @@ pub struct Acquisition {
 }
 
 /// An acquisition read and decided, not yet written (see [`LimiterKeys::attempt`]).
-pub struct Attempt<'r, 'c, M: OpenMode> {
-    resolved: &'r Resolved<'c, M>,
+pub struct Attempt<'r, 'c, M: OpenMode, D: Dataset = Server<'c>> {
+    resolved: &'r Resolved<'c, M, D>,
     acquisition: Acquisition,
     plan: AcquirePlan,
     /// Permits queued ahead by blocked ACQUIRE clients.
     queued: u64,
 }
 
-impl<M: OpenMode> Attempt<'_, '_, M> {
+impl<M: OpenMode, D: Dataset> Attempt<'_, '_, M, D> {
     /// Whether the attempt would take its permits.
     pub fn grants(&self) -> bool {
         self.plan.append.is_some()
@@ -96,12 +97,12 @@ pub struct Logged {
     pub frees_at: i64,
 }
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// Decides `acquisition` on `resolved` and commits it: the one step TRYACQUIRE, ALLOW,
     /// ACQUIRE and the serving of a waiter take.
     pub fn acquire(
         &self,
-        resolved: &Resolved<'c, M>,
+        resolved: &Resolved<'c, M, D>,
         acquisition: Acquisition,
     ) -> Result<Verdict, Error>
     where
@@ -116,9 +117,9 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// Read-only keys do: PEEK answers what ALLOW would.
     pub fn attempt<'r>(
         &self,
-        resolved: &'r Resolved<'c, M>,
+        resolved: &'r Resolved<'c, M, D>,
         acquisition: Acquisition,
-    ) -> Result<Attempt<'r, 'c, M>, Error> {
+    ) -> Result<Attempt<'r, 'c, M, D>, Error> {
         let Acquisition {
             permits,
             turn,
@@ -153,7 +154,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// Applies an attempt: the limiter's creation if it was created on first use, the prune,
     /// the grant if `grant` (an all-or-nothing acquisition refused elsewhere passes false), the
     /// value and the TTL rule. Its verdict is the decision, as every acquiring command sees it.
-    pub fn commit(&self, attempt: &Attempt<'_, 'c, M>, grant: bool) -> Result<Verdict, Error>
+    pub fn commit(&self, attempt: &Attempt<'_, 'c, M, D>, grant: bool) -> Result<Verdict, Error>
     where
         M: Writable,
     {
@@ -217,7 +218,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     }
 }
 
-impl<M: OpenMode> Resolved<'_, M> {
+impl<M: OpenMode, D: Dataset> Resolved<'_, M, D> {
     /// AVAILABLE: permits a new request could take now, computed without writing: the
     /// `queued` permits blocked ACQUIRE clients wait for count as taken (a new request is
     /// refused while they wait).
@@ -248,10 +249,10 @@ impl<M: OpenMode> Resolved<'_, M> {
 
 /// The wait before `permits` could be taken after the `ahead` permits queued before them (their
 /// sum capped at the rate, since no request can exceed it); at least 1. Writes nothing.
-pub(super) fn hint<M: OpenMode>(
+pub(super) fn hint<M: OpenMode, D: Dataset>(
     config: &Config,
     stored: Option<i64>,
-    state: &Stored<'_, M>,
+    state: &Stored<M, D>,
     now: i64,
     ahead: u64,
     permits: u32,

@@ -1,25 +1,25 @@
 //! Decoding a limiter's configuration from its hash, or taking the one the config cache keeps.
 
-use redis_module::RedisString;
+use std::ops::Deref;
 
+use super::dataset::{Dataset, OpenKey};
 use super::LimiterKeys;
 use crate::args;
-use crate::config_cache;
 use crate::error::Error;
 use crate::key::{OpenMode, StaticString};
 use crate::keyspace;
 use crate::sliding_log::{Config, Mode};
 
 /// The raw fields of a limiter hash, before validation.
-pub(super) struct Fields {
-    pub(super) rate: Option<RedisString>,
-    pub(super) interval: Option<RedisString>,
-    pub(super) kind: Option<RedisString>,
-    pub(super) keep_alive: Option<RedisString>,
-    pub(super) precision: Option<RedisString>,
+pub(super) struct Fields<F> {
+    pub(super) rate: Option<F>,
+    pub(super) interval: Option<F>,
+    pub(super) kind: Option<F>,
+    pub(super) keep_alive: Option<F>,
+    pub(super) precision: Option<F>,
 }
 
-impl Fields {
+impl<F> Fields<F> {
     /// The fields found, a bit each in the order of `rate`, `interval`, `type`,
     /// `keepAliveTime`, `precision` (the config cache's `CONFIG_FIELDS`).
     pub(super) fn present(&self) -> u8 {
@@ -52,7 +52,7 @@ pub(super) static FIELD_NAMES: [StaticString; 5] = [
     StaticString::new(keyspace::FIELD_PRECISION.to_bytes()),
 ];
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
     /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {
@@ -63,19 +63,14 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
-        if let Some(known) = self.known.as_ref().filter(|known| known.fields == fields) {
-            return Ok(Some(known.config));
+        if let Some(config) = self.data.kept_config(fields) {
+            return Ok(Some(config));
         }
         let config = self.read_config()?;
-        config_cache::keep(
-            self.ctx,
-            self.db,
-            self.name,
-            fields,
-            config.config,
-            config.present,
-            || self.hash.has_field_ttls(),
-        );
+        self.data
+            .keep_config(self.name, fields, config.config, config.present, || {
+                self.hash.has_field_ttls()
+            });
         Ok(Some(config.config))
     }
 
@@ -85,7 +80,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     }
 
     /// The configuration `fields` (read from the hash) hold, and the fields found.
-    pub(super) fn decode(&self, fields: &Fields) -> Result<ReadConfig, Error> {
+    pub(super) fn decode<F: Deref<Target = [u8]>>(
+        &self,
+        fields: &Fields<F>,
+    ) -> Result<ReadConfig, Error> {
         let (Some(rate), Some(interval), Some(kind)) =
             (&fields.rate, &fields.interval, &fields.kind)
         else {
@@ -100,13 +98,13 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             })
         };
         let config = Config {
-            rate: number("rate", rate.as_slice(), 0)?,
-            interval: number("interval", interval.as_slice(), 1)?,
-            mode: mode_of(kind.as_slice()),
+            rate: number("rate", rate, 0)?,
+            interval: number("interval", interval, 1)?,
+            mode: mode_of(kind),
             // Bounded like SETRATE's KEEPALIVE: it becomes a TTL, and a TTL past the clock's
             // range would overflow in Redis and expire the keys at once.
             keep_alive: match &fields.keep_alive {
-                Some(bytes) => args::parse_i64(bytes.as_slice())
+                Some(bytes) => args::parse_i64(bytes)
                     .filter(|n| (0..=args::MAX_DURATION_MS).contains(n))
                     .ok_or_else(|| {
                         Error::corrupt(
@@ -130,9 +128,13 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// The configuration with its `precision` field: an integer >= 1, used up to the interval.
     /// A Redisson client's setRate rewrites rate, interval and type but leaves the module's own
     /// field, so a precision above a shortened interval is not corrupt: the interval bounds it.
-    pub(super) fn with_precision(&self, config: Config, fields: &Fields) -> Result<Config, Error> {
+    pub(super) fn with_precision<F: Deref<Target = [u8]>>(
+        &self,
+        config: Config,
+        fields: &Fields<F>,
+    ) -> Result<Config, Error> {
         let precision = match &fields.precision {
-            Some(bytes) => args::parse_i64(bytes.as_slice())
+            Some(bytes) => args::parse_i64(bytes)
                 .filter(|n| *n >= 1)
                 .ok_or_else(|| {
                     Error::corrupt(self.hash.name(), "field 'precision' is not an integer >= 1")
@@ -150,7 +152,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// when the hash has more fields than the four others found: a Redisson limiter, or one
     /// made with the default precision, is read without looking for a field it does not have
     /// (a walk of the whole hash).
-    pub(super) fn fields(&self) -> Fields {
+    pub(super) fn fields(&self) -> Fields<<D::Key<M> as OpenKey<M>>::Field> {
         let [rate, interval, kind, keep_alive] = self.hash.hash_get([
             &FIELD_NAMES[0],
             &FIELD_NAMES[1],

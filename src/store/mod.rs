@@ -1,19 +1,29 @@
 //! The store: a limiter's Redis keys ([`LimiterKeys`]) and what the commands do to them, a file
 //! per job; this file holds the keys of a limiter and of its states, and reads the permit log
-//! from its zset. Writes go through [`Key`], which replicates each of them as its effect.
+//! from its zset. The keys are a [`Dataset`]'s: on the server, each write goes through
+//! [`crate::key::Key::apply`], which replicates it as its effect.
 
 mod acquire;
 mod config;
+mod dataset;
+#[cfg(any(test, fuzzing))]
+#[cfg_attr(not(test), allow(dead_code))]
+mod memory;
 mod open;
 mod packed;
 mod peek;
 mod release;
+#[cfg(any(test, fuzzing))]
+pub mod replay;
 mod resolve;
 mod setrate;
+#[cfg(test)]
+mod tests;
 mod ttl;
 mod writes;
 
 pub use acquire::{Acquisition, Turn, Verdict};
+pub use dataset::{Dataset, OpenKey, Server};
 pub use peek::Peek;
 pub use resolve::Resolved;
 pub use setrate::{Condition, RateChange};
@@ -25,24 +35,19 @@ use std::sync::atomic::Ordering;
 use redis_module::{Context, ContextFlags};
 
 use crate::args;
-use crate::config_cache::Known;
 use crate::error::Error;
 use crate::ffi::server;
-use crate::key::{Effect, Key, OpenMode, Writable};
+use crate::key::{Effect, OpenMode, Writable};
 use crate::keyspace::{self, StateKeys};
 use crate::packed_log::PackedLog;
 use crate::sliding_log::{Config, Entry, Mode, Order, PermitLog, Span};
-use open::Caller;
 
-/// A limiter: its configuration hash, open for reading or writing.
-pub struct LimiterKeys<'c, M: OpenMode> {
-    ctx: &'c Context,
+/// A limiter: its configuration hash, open for reading or writing, in a dataset (the server's,
+/// or in the unit tests one in memory).
+pub struct LimiterKeys<'c, M: OpenMode, D: Dataset = Server<'c>> {
+    data: D,
     name: &'c [u8],
-    hash: Key<'c, M>,
-    caller: Caller,
-    db: i32,
-    /// What was kept of this limiter (see [`config_cache`]), if anything.
-    known: Option<Known>,
+    hash: D::Key<M>,
     /// A ONEKEY limiter's state, decoded from the key on first use; the state a request
     /// resolves takes it (see [`LimiterKeys::take_packed`]).
     packed: std::cell::Cell<Option<PackedLog>>,
@@ -50,20 +55,20 @@ pub struct LimiterKeys<'c, M: OpenMode> {
 
 /// The state a request acts on: Redisson's value and permits keys, or the log a ONEKEY
 /// limiter holds in its own key, decoded (written back whole by [`LimiterKeys`]).
-pub enum Stored<'c, M: OpenMode> {
-    Keys(State<'c, M>),
+pub enum Stored<M: OpenMode, D: Dataset> {
+    Keys(State<M, D>),
     Packed(PackedLog),
 }
 
 /// One state of a limiter: the value string and permits zset, overall or of one client.
-pub struct State<'c, M: OpenMode> {
-    value: Key<'c, M>,
-    permits: Key<'c, M>,
+pub struct State<M: OpenMode, D: Dataset> {
+    value: D::Key<M>,
+    permits: D::Key<M>,
 }
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// The state a command acts on: the OVERALL keys, or the given client's for PER_CLIENT.
-    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<Stored<'c, M>, Error> {
+    pub fn state(&self, config: &Config, client: Option<&[u8]>) -> Result<Stored<M, D>, Error> {
         match (config.mode, client) {
             (Mode::Overall, _) => self.open_overall().map(Stored::Keys),
             (Mode::PerClient, Some(client)) => self
@@ -83,7 +88,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     pub fn for_each_key(
         &self,
         client: Option<&[u8]>,
-        mut act: impl FnMut(&Key<'c, M>) -> bool,
+        mut act: impl FnMut(&D::Key<M>) -> bool,
     ) -> Result<i64, Error>
     where
         M: Writable,
@@ -108,7 +113,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     }
 }
 
-impl<M: OpenMode> State<'_, M> {
+impl<M: OpenMode, D: Dataset> State<M, D> {
     /// The value string, if present; an error naming the key if it is not an integer.
     pub(super) fn stored_value(&self) -> Result<Option<i64>, Error> {
         match self.value.read_string(args::parse_i64) {
@@ -132,7 +137,7 @@ impl<M: OpenMode> State<'_, M> {
     }
 }
 
-impl<M: OpenMode> Stored<'_, M> {
+impl<M: OpenMode, D: Dataset> Stored<M, D> {
     /// The value string of the three-key form; a ONEKEY limiter keeps none (its log decides).
     pub(super) fn stored_value(&self) -> Result<Option<i64>, Error> {
         match self {
@@ -142,7 +147,7 @@ impl<M: OpenMode> Stored<'_, M> {
     }
 }
 
-impl<M: OpenMode> PermitLog for Stored<'_, M> {
+impl<M: OpenMode, D: Dataset> PermitLog for Stored<M, D> {
     type Error = Error;
 
     fn entry_count(&self) -> Result<usize, Error> {
@@ -179,7 +184,7 @@ impl<M: OpenMode> PermitLog for Stored<'_, M> {
     }
 }
 
-impl<M: OpenMode> PermitLog for State<'_, M> {
+impl<M: OpenMode, D: Dataset> PermitLog for State<M, D> {
     type Error = Error;
 
     fn entry_count(&self) -> Result<usize, Error> {

@@ -6,15 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
 
+use super::dataset::{Dataset, OpenKey, Server};
 use super::{selected_db, LimiterKeys, State};
 use crate::config_cache;
 use crate::error::Error;
 use crate::ffi::acl::User;
 use crate::key::{Access, Key, KeyType, OpenMode};
 use crate::keyspace::{self, StateKeys};
-use crate::migration;
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode> LimiterKeys<'c, M, Server<'c>> {
     /// Opens a limiter for a command. Its derived keys' slot is checked when they are opened
     /// (a ONEKEY limiter has none: its one key is the command's declared key).
     pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
@@ -40,17 +40,27 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
             Some(string) => Key::open_named(ctx, string),
             None => Key::open(ctx, name),
         };
+        let server = Server {
+            ctx,
+            caller,
+            db,
+            known,
+        };
+        LimiterKeys::in_dataset(server, name, hash)
+    }
+}
+
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
+    /// The limiter of `name` in `data`, whose key `hash` is already open.
+    pub(super) fn in_dataset(data: D, name: &'c [u8], hash: D::Key<M>) -> Result<Self, Error> {
         // A hash is Redisson's form; a string, a ONEKEY limiter's state (checked when read).
         if hash.key_type() != KeyType::String {
             expect_kind(&hash, KeyType::Hash)?;
         }
         Ok(LimiterKeys {
-            ctx,
+            data,
             name,
             hash,
-            caller,
-            db,
-            known,
             packed: std::cell::Cell::new(None),
         })
     }
@@ -59,50 +69,40 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// `key`; these are derived from it, so this is where the module refuses, before touching
     /// anything, a key outside the caller's ACL (the cluster slot was checked at open) or a
     /// state split from its hash by a slot migration.
-    pub(super) fn open_state(&self, keys: &StateKeys) -> Result<State<'c, M>, Error> {
+    pub(super) fn open_state(&self, keys: &StateKeys) -> Result<State<M, D>, Error> {
         refuse_cross_slot(self.name)?;
-        self.check_state(Key::open(self.ctx, &keys.value), || {
-            Key::open(self.ctx, &keys.permits)
+        self.check_state(self.data.open(&keys.value), || {
+            self.data.open(&keys.permits)
         })
     }
 
     /// The OVERALL state's keys, opened with the names kept for them if there are.
-    pub(super) fn open_overall(&self) -> Result<State<'c, M>, Error> {
+    pub(super) fn open_overall(&self) -> Result<State<M, D>, Error> {
         refuse_cross_slot(self.name)?;
-        let kept = self.known.as_ref().and_then(|known| {
-            let value = known.value.as_ref()?.safe_clone(self.ctx);
-            let permits = known.permits.as_ref()?.safe_clone(self.ctx);
-            Some((value, permits))
-        });
-        match kept {
-            Some((value, permits)) => self.check_state(Key::open_named(self.ctx, value), || {
-                Key::open_named(self.ctx, permits)
-            }),
+        match self.data.open_kept_overall() {
+            Some((value, permits)) => self.check_state(value, permits),
             None => self.open_state(&StateKeys::overall(self.name)),
         }
     }
 
     pub(super) fn check_state(
         &self,
-        value: Key<'c, M>,
-        permits: impl FnOnce() -> Key<'c, M>,
-    ) -> Result<State<'c, M>, Error> {
-        self.caller.check(&value)?;
+        value: D::Key<M>,
+        permits: impl FnOnce() -> D::Key<M>,
+    ) -> Result<State<M, D>, Error> {
+        self.data.check_access(&value)?;
         expect_derived_kind(&value, KeyType::String)?;
         let permits = permits();
-        self.caller.check(&permits)?;
+        self.data.check_access(&permits)?;
         expect_derived_kind(&permits, KeyType::ZSet)?;
         self.refuse_split(&[&self.hash, &value, &permits])?;
         Ok(State { value, permits })
     }
 
-    /// A state split from its hash by a slot migration, refused (see [`migration`]); nothing to
-    /// check outside cluster mode.
-    pub(super) fn refuse_split(&self, keys: &[&Key<'_, M>]) -> Result<(), Error> {
-        if !CLUSTER.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        migration::refuse_split(self.ctx, self.name, keys)
+    /// A state split from its hash by a slot migration, refused (see [`crate::migration`]);
+    /// nothing to check outside cluster mode.
+    pub(super) fn refuse_split(&self, keys: &[&D::Key<M>]) -> Result<(), Error> {
+        self.data.refuse_split(self.name, keys)
     }
 }
 
@@ -143,7 +143,7 @@ pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
 /// Whether the server runs in cluster mode, which is fixed when it starts.
 pub(super) static CLUSTER: AtomicBool = AtomicBool::new(false);
 
-pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Result<(), Error> {
+pub(super) fn expect_kind<M: OpenMode>(key: &impl OpenKey<M>, kind: KeyType) -> Result<(), Error> {
     match key.key_type() {
         KeyType::Empty => Ok(()),
         k if k == kind => Ok(()),
@@ -154,7 +154,7 @@ pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Resul
 /// As [`expect_kind`] for a key derived from the limiter's name, which the error names: the
 /// caller typed only the name, so Redis's bare text would not say which key is in the way.
 pub(super) fn expect_derived_kind<M: OpenMode>(
-    key: &Key<'_, M>,
+    key: &impl OpenKey<M>,
     kind: KeyType,
 ) -> Result<(), Error> {
     expect_kind(key, kind).map_err(|_| Error::WrongTypeDerived {

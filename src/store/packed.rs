@@ -1,7 +1,7 @@
 //! A ONEKEY limiter's key: reading its state once per request, and writing it back whole, with
 //! its TTL, as one `SET`.
 
-use super::ttl::expiry_in;
+use super::dataset::{Dataset, OpenKey};
 use super::LimiterKeys;
 use crate::args;
 use crate::error::Error;
@@ -9,7 +9,7 @@ use crate::key::{Effect, KeyType, OpenMode, Writable};
 use crate::packed_log::{FormatError, PackedLog};
 use crate::sliding_log::Config;
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// The ONEKEY limiter's state if the key holds one, decoded on first use and taken: the
     /// state a request resolves owns it (a later call decodes the key again). None if the key
     /// holds no string. A string that is not one is an error naming the key: never read as an
@@ -66,7 +66,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
                 .min(args::MAX_DURATION_MS);
             self.hash.apply(Effect::SetPacked {
                 value: &log.encode(),
-                at: Some(expiry_in(ttl)),
+                at: Some(self.expiry_in(ttl)),
             });
         } else {
             self.hash.apply(Effect::SetPacked {

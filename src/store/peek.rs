@@ -4,6 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::acquire::{Acquisition, Verdict};
+use super::dataset::Dataset;
 use super::{LimiterKeys, Resolved};
 use crate::error::Error;
 use crate::key::OpenMode;
@@ -18,12 +19,12 @@ pub struct Peek {
     pub oldest_after: i64,
 }
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// Decides `acquisition` on `resolved` exactly as ALLOW would (the same read path: behind
     /// queued ACQUIRE clients, with `reset_after` when wanted), and applies none of it.
     pub fn peek(
         &self,
-        resolved: &Resolved<'c, M>,
+        resolved: &Resolved<'c, M, D>,
         acquisition: Acquisition,
     ) -> Result<Peek, Error> {
         let attempt = self.attempt(resolved, acquisition)?;
@@ -40,7 +41,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// counted as taken, as ALLOW counts them) and `reset_after` when every logged permit frees.
     pub fn look(
         &self,
-        resolved: &Resolved<'c, M>,
+        resolved: &Resolved<'c, M, D>,
         queued: Option<u64>,
         now: i64,
     ) -> Result<Peek, Error> {
@@ -64,7 +65,10 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
 }
 
 /// Milliseconds until the oldest entry still in the window frees; 0 if none is live.
-fn oldest_after<M: OpenMode>(resolved: &Resolved<'_, M>, now: i64) -> Result<i64, Error> {
+fn oldest_after<M: OpenMode, D: Dataset>(
+    resolved: &Resolved<'_, M, D>,
+    now: i64,
+) -> Result<i64, Error> {
     let interval = resolved.config().interval;
     let cutoff = now.saturating_sub(interval);
     let mut oldest = None;

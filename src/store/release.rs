@@ -2,6 +2,7 @@
 
 use std::ops::ControlFlow;
 
+use super::dataset::{Dataset, OpenKey};
 use super::writes::id_print;
 use super::{score_ms, LimiterKeys, Resolved, Stored};
 use crate::error::Error;
@@ -10,7 +11,7 @@ use crate::keyspace;
 use crate::packed_log::PackedLog;
 use crate::sliding_log::{self, Entry, Order, Prune, Span};
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// RELEASE: give back up to `permits` of the newest acquisitions. Returns how many.
     pub fn release(&self, client: Option<&[u8]>, permits: u32, now: i64) -> Result<i64, Error>
     where
@@ -63,13 +64,13 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
     }
 }
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// RATELIMIT.CANCEL of a granted ticket: gives back exactly the grant logged as `grant` on
     /// the resolved state, in the entry whose id has the fingerprint `member` (see
     /// [`sliding_log::give_back`]). Returns how many permits.
     pub fn give_back(
         &self,
-        resolved: &Resolved<'c, M>,
+        resolved: &Resolved<'c, M, D>,
         grant: Entry,
         member: u64,
         now: i64,
@@ -134,7 +135,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     }
 }
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// [`LimiterKeys::give_back`] on a ONEKEY limiter: its entries have no ids, so the grant's
     /// entry is the one at its score in the log of the same epoch (`member`); a log created
     /// anew since has another, and gives nothing back.

@@ -4,6 +4,7 @@
 
 use std::cell::OnceCell;
 
+use super::dataset::{Dataset, OpenKey, Server};
 use super::{LimiterKeys, Stored};
 use crate::error::Error;
 use crate::key::OpenMode;
@@ -42,9 +43,9 @@ impl Configuration {
 
 /// A limiter resolved for one request: its configuration and the state (OVERALL, or the
 /// request's client's) the request acts on, opened and checked.
-pub struct Resolved<'c, M: OpenMode> {
+pub struct Resolved<'c, M: OpenMode, D: Dataset = Server<'c>> {
     configuration: Configuration,
-    pub(super) state: Stored<'c, M>,
+    pub(super) state: Stored<M, D>,
     /// The limiter's name: a ONEKEY limiter's one key.
     name: &'c [u8],
     db: i32,
@@ -52,7 +53,7 @@ pub struct Resolved<'c, M: OpenMode> {
     id: OnceCell<StateId>,
 }
 
-impl<M: OpenMode> Resolved<'_, M> {
+impl<M: OpenMode, D: Dataset> Resolved<'_, M, D> {
     pub fn configuration(&self) -> &Configuration {
         &self.configuration
     }
@@ -92,7 +93,7 @@ impl<M: OpenMode> Resolved<'_, M> {
     }
 }
 
-impl<'c, M: OpenMode> LimiterKeys<'c, M> {
+impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// The configuration a request acts under: the limiter's, or `create` (the request's `RATE`
     /// option) when its hash is absent; otherwise the limiter is not initialized. A missing
     /// hash may be one a slot migration moved away from the derived keys: refused as such.
@@ -121,12 +122,12 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         &self,
         configuration: Configuration,
         client: Option<&[u8]>,
-    ) -> Result<Resolved<'c, M>, Error> {
+    ) -> Result<Resolved<'c, M, D>, Error> {
         Ok(Resolved {
             state: self.state(&configuration.config, client)?,
             configuration,
             name: self.name,
-            db: self.db,
+            db: self.data.db(),
             id: OnceCell::new(),
         })
     }
@@ -138,14 +139,14 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
         create: Option<&Config>,
         client: Option<&[u8]>,
         permits: u32,
-    ) -> Result<Resolved<'c, M>, Error> {
+    ) -> Result<Resolved<'c, M, D>, Error> {
         let configuration = self.configuration(create)?;
         configuration.check_permits(permits)?;
         self.resolve(configuration, client)
     }
 
     /// Resolves a limiter that must exist, for `client`.
-    pub fn resolve_existing(&self, client: Option<&[u8]>) -> Result<Resolved<'c, M>, Error> {
+    pub fn resolve_existing(&self, client: Option<&[u8]>) -> Result<Resolved<'c, M, D>, Error> {
         let configuration = self.configuration(None)?;
         self.resolve(configuration, client)
     }

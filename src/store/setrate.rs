@@ -1,8 +1,8 @@
 //! SETRATE: writing a limiter's configuration, with NX / XX and KEEPSTATE.
 
 use super::config::{mode_of, type_field};
+use super::dataset::{Dataset, OpenKey};
 use super::open::refuse_cross_slot;
-use super::ttl::expiry_in;
 use super::LimiterKeys;
 use crate::error::Error;
 use crate::key::{Effect, KeyType, OpenMode, Writable};
@@ -28,7 +28,7 @@ pub enum Condition {
     IfExists,
 }
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// SETRATE. Returns the reply: 1 if applied (NX: if the limiter was created), else 0.
     pub fn set_rate(&self, change: &RateChange<'_>, now: i64) -> Result<i64, Error>
     where
@@ -82,7 +82,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
             }
             if created && config.keep_alive > 0 {
                 self.hash
-                    .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
+                    .apply(Effect::PExpireAt(self.expiry_in(config.keep_alive)));
             }
             return Ok(i64::from(created));
         }
@@ -95,7 +95,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         let mode_changed = fields
             .kind
             .as_ref()
-            .is_some_and(|old| mode_of(old.as_slice()) != config.mode);
+            .is_some_and(|old| mode_of(old) != config.mode);
         let overall = self.open_state(&StateKeys::overall(self.name))?;
         let client = match change.client {
             Some(id) => Some(self.open_state(&StateKeys::client(self.name, id))?),
@@ -141,7 +141,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         }
         if config.keep_alive > 0 {
             self.hash
-                .apply(Effect::PExpireAt(expiry_in(config.keep_alive)));
+                .apply(Effect::PExpireAt(self.expiry_in(config.keep_alive)));
         }
         if mode_changed {
             overall.delete();
@@ -161,7 +161,7 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
     }
 }
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// SETRATE of a ONEKEY limiter, whose key is absent or holds one: its configuration and
     /// log written whole. KEEPSTATE keeps the log, under the new configuration; otherwise the
     /// log starts empty, under a new epoch.

@@ -2,19 +2,21 @@
 //! the value it writes: with a keep-alive, refresh it on all three keys; otherwise give the state
 //! keys the hash's expiry.
 
+use std::marker::PhantomData;
+
+use super::dataset::{Dataset, OpenKey};
 use super::{LimiterKeys, State};
 use crate::args;
-use crate::clock;
-use crate::key::{Effect, Key, OpenMode, Writable};
+use crate::key::{Effect, OpenMode, Writable};
 use crate::sliding_log::Config;
 
-impl<M: OpenMode> LimiterKeys<'_, M> {
+impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// The value, if it changed, and the TTL rule (see [`apply`]) on the limiter's hash and
     /// `state`.
     pub(super) fn write_value_and_ttls(
         &self,
         config: &Config,
-        state: &State<'_, M>,
+        state: &State<M, D>,
         value: Option<i64>,
         waiting: i64,
     ) where
@@ -23,16 +25,31 @@ impl<M: OpenMode> LimiterKeys<'_, M> {
         apply(
             config.keep_alive,
             waiting,
-            clock::server_ms,
-            &self.hash,
-            &state.value,
-            &state.permits,
+            || self.data.server_ms(),
+            &Ttl::of(&self.hash),
+            &Ttl::of(&state.value),
+            &Ttl::of(&state.permits),
             value,
         );
     }
+
+    /// The absolute expiry, on the server's clock, of a TTL of `ms` set now.
+    pub(super) fn expiry_in(&self, ms: i64) -> i64 {
+        self.data.server_ms().saturating_add(ms)
+    }
 }
 
-/// What the TTL rule reads of a key and writes to it; [`Key`] is the one the store uses.
+/// A key the TTL rule writes to.
+pub(super) struct Ttl<'k, K, M>(&'k K, PhantomData<M>);
+
+impl<'k, K: OpenKey<M>, M: Writable> Ttl<'k, K, M> {
+    fn of(key: &'k K) -> Self {
+        Ttl(key, PhantomData)
+    }
+}
+
+/// What the TTL rule reads of a key and writes to it; a store's key, as [`Ttl`], is the one the
+/// store uses.
 pub(super) trait Expiring {
     /// The key's absolute expiry in ms, if it has one.
     fn expires_at(&self) -> Option<i64>;
@@ -46,21 +63,25 @@ pub(super) trait ValueKey: Expiring {
     fn set_expiring(&self, value: i64, at: i64);
 }
 
-impl<M: Writable> Expiring for Key<'_, M> {
+impl<K: OpenKey<M>, M: Writable> Expiring for Ttl<'_, K, M> {
+    #[inline]
     fn expires_at(&self) -> Option<i64> {
-        Key::expires_at(self)
+        self.0.expires_at()
     }
+    #[inline]
     fn expire_at(&self, at: i64) {
-        self.apply(Effect::PExpireAt(at));
+        self.0.apply(Effect::PExpireAt(at));
     }
 }
 
-impl<M: Writable> ValueKey for Key<'_, M> {
+impl<K: OpenKey<M>, M: Writable> ValueKey for Ttl<'_, K, M> {
+    #[inline]
     fn set(&self, value: i64) {
-        self.apply(Effect::Set(value.to_string().as_bytes()));
+        self.0.apply(Effect::Set(value.to_string().as_bytes()));
     }
+    #[inline]
     fn set_expiring(&self, value: i64, at: i64) {
-        self.apply(Effect::SetExpiringAt { value, at });
+        self.0.apply(Effect::SetExpiringAt { value, at });
     }
 }
 
@@ -110,11 +131,6 @@ fn expire(key: &impl Expiring, at: i64, unless_same: bool) {
     if !(unless_same && key.expires_at() == Some(at)) {
         key.expire_at(at);
     }
-}
-
-/// The absolute expiry, on the server's clock, of a TTL of `ms` set now.
-pub(super) fn expiry_in(ms: i64) -> i64 {
-    clock::server_ms().saturating_add(ms)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 
 use rand::RngCore;
 
+use super::dataset::{Dataset, OpenKey};
 use super::State;
 use crate::error::Error;
 use crate::key::{Effect, OpenMode, Writable};
@@ -28,7 +29,7 @@ pub fn member_print(member: &[u8]) -> Option<u64> {
         .map(|decoded| id_print(decoded.id))
 }
 
-impl<M: OpenMode> State<'_, M> {
+impl<M: OpenMode, D: Dataset> State<M, D> {
     /// Logs an acquisition; returns the fingerprint ([`id_print`]) of the entry it went into.
     /// Grants scored alike (the same millisecond, or the same precision bucket) share one
     /// entry: one already logged at that score has its permits raised, under
