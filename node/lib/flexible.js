@@ -64,23 +64,38 @@ function pointsOf(points) {
 }
 
 /**
- * The `RATE ...` arguments of a limiter of `rate` per `ms` (0: forever), in one key. A log holds
- * at most one entry per permit, so up to 60 points it is exact (PRECISION 1) at no more entries
- * than the module's default precision (a sixtieth of the window) allows, which larger limits
- * keep: their permits free at most a sixtieth of the window late, never early. A block (`hold`)
- * is exact wherever the log's 4 096 entries allow it.
+ * The `RATE ...` arguments of a limiter of `points` per `ms` (0: forever), in one key that
+ * expires once idle for a window. A log holds at most one entry per permit, so up to 60 points
+ * it is exact (PRECISION 1) at no more entries than the module's default precision (a sixtieth
+ * of the window) allows, which larger limits keep: their permits free at most a sixtieth of the
+ * window late, never early.
  */
-function rateArgs(rate, ms, hold) {
-  const interval = ms > 0 ? ms : MAX_INTERVAL;
-  const args = ['RATE', String(rate), String(interval), 'ONEKEY'];
+function rateArgs(points, ms) {
+  const args = ['RATE', String(points), String(ms > 0 ? ms : MAX_INTERVAL), 'ONEKEY'];
   if (ms > 0) args.push('KEEPALIVE', String(ms));
-  if (hold) {
-    const exact = rate <= MAX_ENTRIES || interval <= MAX_ENTRIES;
-    args.push('PRECISION', exact ? '1' : String(Math.ceil(interval / MAX_ENTRIES)));
-  } else if (rate <= EXACT_UP_TO) {
-    args.push('PRECISION', '1');
-  }
+  if (points <= EXACT_UP_TO) args.push('PRECISION', '1');
   return args;
+}
+
+/**
+ * The commands that make `rlKey` hold `n` consumed points for `ms` (0: forever), whatever it
+ * held: a limiter of `rate` (at least `n`) per `ms`, `n` of them taken, logged exactly where the
+ * log's 4 096 entries allow it, and the key expiring with the hold. Without a keep-alive, no
+ * call moves that expiry, and the key is expired by the millisecond its log frees (a TTL of
+ * `ms - 1` expires the key once the clock passes it), so the hold never grants: the next call
+ * after it finds no key and starts a window of its own.
+ */
+function holdCommands(rlKey, n, rate, ms) {
+  const interval = ms > 0 ? Math.max(ms, 2) : MAX_INTERVAL;
+  const exact = rate <= MAX_ENTRIES || interval <= MAX_ENTRIES;
+  const commands = [
+    ['RATELIMIT.DELETE', rlKey],
+    ['RATELIMIT.SETRATE', rlKey, String(rate), String(interval), 'ONEKEY',
+      'PRECISION', exact ? '1' : String(Math.ceil(interval / MAX_ENTRIES))],
+  ];
+  if (n > 0) commands.push(['RATELIMIT.TRYACQUIRE', rlKey, String(n)]);
+  if (ms > 0) commands.push(['PEXPIRE', rlKey, String(Math.max(ms - 1, 1))]);
+  return commands;
 }
 
 class RateLimiterRedis extends StoreAbstract {
@@ -145,7 +160,7 @@ class RateLimiterRedis extends StoreAbstract {
    * limiter's rate can never be granted: it is read (PEEK) and answered as a refusal.
    */
   async _allow(rlKey, n, ms) {
-    const command = ['RATELIMIT.ALLOW', rlKey, String(n), ...rateArgs(this.points, ms, false)];
+    const command = ['RATELIMIT.ALLOW', rlKey, String(n), ...rateArgs(this.points, ms)];
     try {
       return fields(await this._connection.send(rlKey, false, command));
     } catch (error) {
@@ -172,18 +187,12 @@ class RateLimiterRedis extends StoreAbstract {
   }
 
   /**
-   * Makes `rlKey` hold `n` consumed points for `ms` (0: forever), whatever it held: a limiter of
-   * the larger of `n` and `points` per `ms`, `n` of them taken, expiring with its window. A block
-   * (n above points) refuses every consume until it expires, and reads back as `n` consumed;
-   * one transaction, one round trip.
+   * Makes `rlKey` hold `n` consumed points for `ms` (0: forever): a block (`n` above points)
+   * refuses every consume until it expires and reads back as `n` consumed; `set` with `n` up to
+   * points leaves the rest to take until it expires. One transaction, one round trip.
    */
   async _hold(rlKey, n, ms) {
-    const [, rate, interval, , ...rest] = rateArgs(Math.max(n, this.points), ms, true);
-    const commands = [
-      ['RATELIMIT.DELETE', rlKey],
-      ['RATELIMIT.SETRATE', rlKey, rate, interval, 'ONEKEY', ...rest],
-    ];
-    if (n > 0) commands.push(['RATELIMIT.TRYACQUIRE', rlKey, String(n)]);
+    const commands = holdCommands(rlKey, n, Math.max(n, this.points), ms);
     const replies = await this._connection.transaction(rlKey, commands);
     const failed = replies.find((reply) => reply instanceof Error);
     if (failed) throw failed;
