@@ -148,7 +148,7 @@ class RateLimiterRedis extends StoreAbstract {
   /** `RATELIMIT.PEEK key 0`: the limiter as it stands, or null when it does not exist. */
   async _peek(rlKey) {
     try {
-      return { ...fields(await this._connection.send(rlKey, true, ['RATELIMIT.PEEK', rlKey, '0'])), peek: true };
+      return fields(await this._connection.send(rlKey, true, ['RATELIMIT.PEEK', rlKey, '0']));
     } catch (error) {
       if (isNotInitialized(error)) return null;
       throw error;
@@ -168,7 +168,7 @@ class RateLimiterRedis extends StoreAbstract {
     }
     const now = await this._peek(rlKey);
     const r = now ?? { limit: this.points, remaining: this.points, reset_after: 0 };
-    return { ...r, allowed: 0, retry_after: r.reset_after, peek: false };
+    return { ...r, allowed: 0, retry_after: r.reset_after };
   }
 
   /**
@@ -181,7 +181,8 @@ class RateLimiterRedis extends StoreAbstract {
     const ms = windowMs(msDuration, forceExpire ? 'the block' : 'customDuration');
     if (forceExpire) return this._hold(rlKey, n, ms);
     if (n === 0) {
-      return (await this._peek(rlKey)) ?? { allowed: 1, limit: this.points, remaining: this.points, retry_after: 0, reset_after: 0, peek: true };
+      return (await this._peek(rlKey)) 
+        ?? { allowed: 1, limit: this.points, remaining: this.points, retry_after: 0, reset_after: 0 };
     }
     return this._allow(rlKey, n, ms);
   }
@@ -208,13 +209,11 @@ class RateLimiterRedis extends StoreAbstract {
     const inWindow = Math.max(r.limit - r.remaining, 0);
     let consumed;
     let ms;
-    if (r.peek) {
+    if (r.allowed) {
+      // A limiter of another rate (a block given points back by reward, another deployment's
+      // points) may grant above points: the base then refuses the call, as the library's
+      // counter refuses once it passes points, and that call's point stays taken, as there.
       consumed = inWindow;
-      ms = r.reset_after;
-    } else if (r.allowed) {
-      // Granted by a limiter of another rate (a block after reward, another deployment's
-      // points): never more than points, or the base would refuse what was taken.
-      consumed = Math.min(inWindow, this.points);
       ms = r.reset_after;
     } else {
       consumed = Math.max(inWindow + changedPoints, this.points + 1);
@@ -287,7 +286,7 @@ class RateLimiterRedis extends StoreAbstract {
       if (isNotInitialized(failed)) return new RateLimiterRes(this.points, 0, 0, false);
       throw failed;
     }
-    return this._getRateLimiterRes(rlKey, -n, { ...fields(replies[replies.length - 1]), peek: true });
+    return this._getRateLimiterRes(rlKey, -n, fields(replies[replies.length - 1]));
   }
 }
 

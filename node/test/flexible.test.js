@@ -199,6 +199,13 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
       await compare(l, (x) => x.consume('w'), { ms: 5000 });
       await compare(l, (x) => x.delete('v'));
       await compare(l, (x) => x.get('v'));
+
+      // A reward gives a blocked key points back: as many calls pass as the counter would let.
+      await compare(l, (x) => x.block('r', 20), { ms: 20000 });
+      await compare(l, (x) => x.reward('r', 2), { ms: 20000 });
+      await compare(l, (x) => x.consume('r'), { ms: 20000 });
+      await compare(l, (x) => x.consume('r'), { ms: 20000 });
+      await compare(l, (x) => x.get('r'), { ms: 20000 });
     });
 
     it(`penalty and reward (${client})`, async () => {
@@ -290,6 +297,20 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     await compare(forever, (x) => x.get('f'), { ms: -1, differ: { consumedPoints: [2, 3] } });
     assert.equal(await server.admin.pttl('ours:f'), -1);
     assert.equal((await server.admin.call('RATELIMIT.CONFIG', 'ours:f'))[3], FOREVER);
+    // A duration under a second: the library's script takes whole seconds, and its key then
+    // never expires; ours is a window of those milliseconds.
+    const short = pair('ioredis', { points: 2, duration: 0.5 });
+    await compare(short, (x) => x.consume('h'), { differ: { msBeforeNext: [500] } });
+    assert.equal(await server.admin.pttl('ref:h'), -1);
+  });
+
+  it('above 60 points, a point leaves the window at most a sixtieth of it late', async () => {
+    const l = pair('node-redis', { points: 100, duration: 60 });
+    // Logged in the second-long bucket of T0, at its last millisecond: 999 ms later than the
+    // fixed window's TTL.
+    await compare(l, (x) => x.consume('big', 10), { differ: { msBeforeNext: [60999] } });
+    await compare(l, (x) => x.get('big'), { differ: { msBeforeNext: [60999] } });
+    assert.equal((await settle(l.ours.consume('big'))).res.msBeforeNext, 60999);
   });
 
   it('rejectIfRedisNotReady rejects at once while the client is not connected', async () => {
@@ -328,6 +349,8 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     return Promise.all([
       assert.rejects(l.consume('k', 1.5), /points must be an integer/),
       assert.rejects(l.consume('k', 'x'), /positive integer/),
+      // The library's counter takes a negative consume as a reward; ours refuses it.
+      assert.rejects(l.consume('k', -1), /must not be negative/),
     ]);
   });
 
