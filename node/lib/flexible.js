@@ -181,7 +181,7 @@ class RateLimiterRedis extends StoreAbstract {
     const ms = windowMs(msDuration, forceExpire ? 'the block' : 'customDuration');
     if (forceExpire) return this._hold(rlKey, n, ms);
     if (n === 0) {
-      return (await this._peek(rlKey)) 
+      return (await this._peek(rlKey))
         ?? { allowed: 1, limit: this.points, remaining: this.points, retry_after: 0, reset_after: 0 };
     }
     return this._allow(rlKey, n, ms);

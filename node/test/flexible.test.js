@@ -246,6 +246,23 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     });
   }
 
+  it('reads the module\'s replies over RESP3 too (node-redis)', async () => {
+    const resp3 = createClient({ socket: { port: server.port, host: '127.0.0.1' }, RESP: 3 });
+    await resp3.connect();
+    try {
+      const l = { ours: new RateLimiterRedis({ storeClient: resp3, points: 2, duration: 10, keyPrefix: 'ours' }) };
+      assert.deepEqual(fieldsOf(await l.ours.consume('r3')), { remainingPoints: 1, msBeforeNext: 10000, consumedPoints: 1, isFirstInDuration: true });
+      assert.deepEqual(fieldsOf(await l.ours.get('r3')), { remainingPoints: 1, msBeforeNext: 10000, consumedPoints: 1, isFirstInDuration: false });
+      assert.equal((await l.ours.reward('r3')).consumedPoints, 0);
+      assert.equal((await l.ours.block('r3', 5)).consumedPoints, 3);
+      const refused = await settle(l.ours.consume('r3'));
+      assert.deepEqual(fieldsOf(refused.res), { remainingPoints: 0, msBeforeNext: 5000, consumedPoints: 4, isFirstInDuration: false });
+      assert.equal(await l.ours.delete('r3'), true);
+    } finally {
+      await resp3.quit();
+    }
+  });
+
   it('execEvenly delays an allowed call and says so in msBeforeNext', async () => {
     const l = pair('ioredis', { points: 4, duration: 0.1, execEvenly: true, execEvenlyMinDelayMs: 1 });
     const first = await settle(l.ours.consume('e'));
