@@ -15,8 +15,8 @@ export interface IRateLimiterRedisOptions extends StoreOptions {
     rejectIfRedisNotReady?: boolean;
     /** Treat storeClient as node-redis. */
     useRedisPackage?: boolean;
-    /** Not supported: node-redis 3 and lower (callbacks). The constructor throws. */
-    useRedis3AndLowerPackage?: never;
+    /** Not supported: node-redis 3 and lower (callbacks). The constructor throws if true. */
+    useRedis3AndLowerPackage?: false;
     /** Not supported: there is no script. The constructor throws. */
     customIncrTtlLuaScript?: never;
 }

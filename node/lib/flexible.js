@@ -131,6 +131,9 @@ class RateLimiterRedis extends StoreAbstract {
       throw optionError('storeClient is not set');
     }
     const connection = storeConnection(opts.storeClient, { useRedisPackage: opts.useRedisPackage });
+    if (typeof duration !== 'number') {
+      throw optionError(`duration must be set: the window in seconds (0: forever), got ${String(duration)}`);
+    }
     windowMs(duration * 1000, 'duration');
     windowMs(blockDuration * 1000, 'blockDuration');
     super(opts);
