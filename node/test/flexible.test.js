@@ -263,6 +263,20 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     }
   });
 
+  it('a block ends when its key expires, and the next call starts a window of its own', async () => {
+    const ours = new RateLimiterRedis({ storeClient: ioredis, points: 2, duration: 10 });
+    await ours.block('x', 0.05);
+    // The debug clock stands still, so the log would hold the block for ever: only the key's
+    // TTL (the server's real clock) can end it. Wait for that expiry, however long it takes.
+    while (await server.admin.pttl('rlflx:x') !== -2) {
+      await new Promise((resolve) => { setTimeout(resolve, 10); });
+    }
+    const after = await settle(ours.consume('x'));
+    assert.deepEqual(fieldsOf(after.res), { remainingPoints: 1, msBeforeNext: 10000, consumedPoints: 1, isFirstInDuration: true });
+    assert.deepEqual(await server.admin.call('RATELIMIT.CONFIG', 'rlflx:x'),
+      ['rate', 2, 'interval', 10000, 'type', 'ONEKEY', 'keepAliveTime', 10000]);
+  });
+
   it('execEvenly delays an allowed call and says so in msBeforeNext', async () => {
     const l = pair('ioredis', { points: 4, duration: 0.1, execEvenly: true, execEvenlyMinDelayMs: 1 });
     const first = await settle(l.ours.consume('e'));
