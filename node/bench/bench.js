@@ -1,7 +1,9 @@
-// The three Redis stores a Node API can limit with, side by side in one run on one server:
-// ratelimit-node's RedisStore (RATELIMIT.ALLOW, a sliding log in one key), rate-limit-redis's
-// RedisStore (its fixed-window script on one key) and rate-limiter-flexible's RateLimiterRedis
-// (its fixed-window script on one key). For each, on a hot key and on 200 000 keys at random:
+// The Redis stores a Node API can limit with, side by side in one run on one server:
+// ratelimit-node's RedisStore (RATELIMIT.ALLOW, a sliding log in one key) beside
+// rate-limit-redis's RedisStore (its fixed-window script on one key), and
+// ratelimit-node/flexible's RateLimiterRedis (RATELIMIT.ALLOW too) beside rate-limiter-flexible's
+// own RateLimiterRedis (its fixed-window script on one key). For each, on a hot key and on
+// 200 000 keys at random:
 // server CPU per call (INFO commandstats' usec of the command the store sends, and the server
 // process's CPU, INFO cpu, over the calls) and the client's p50/p99 per call.
 //
@@ -12,6 +14,7 @@ const Redis = require('ioredis');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
 const { RedisStore: RateLimitRedisStore } = require('rate-limit-redis');
 const { RedisStore } = require('..');
+const { RateLimiterRedis: FlexibleOnModule } = require('../flexible');
 const { startServer } = require('../test/servers');
 
 const quick = process.argv.includes('--quick');
@@ -29,8 +32,22 @@ function stores(redis, limit) {
   const flexible = new RateLimiterRedis({
     storeClient: redis, keyPrefix: 'rlf', points: limit, duration: WINDOW / 1000,
   });
+  const flexibleOnModule = new FlexibleOnModule({
+    storeClient: redis, keyPrefix: 'ours-rlf', points: limit, duration: WINDOW / 1000,
+  });
+  // A refusal rejects with the limiter's result: a normal answer here.
+  const consume = (limiter) => (k) => limiter.consume(k).catch((res) => {
+    if (res instanceof Error) throw res;
+    return res;
+  });
   return [
-    { name: 'ratelimit-node RedisStore', command: 'ratelimit.allow', init: () => {}, call: (k) => ours.increment(k) },
+    {
+      name: 'ratelimit-node RedisStore',
+      command: 'ratelimit.allow',
+      replaces: 'rate-limit-redis RedisStore',
+      init: () => {},
+      call: (k) => ours.increment(k),
+    },
     {
       name: 'rate-limit-redis RedisStore',
       command: 'evalsha',
@@ -38,14 +55,17 @@ function stores(redis, limit) {
       call: (k) => theirs.increment(k),
     },
     {
+      name: 'ratelimit-node/flexible RateLimiterRedis',
+      command: 'ratelimit.allow',
+      replaces: 'rate-limiter-flexible RateLimiterRedis',
+      init: () => {},
+      call: consume(flexibleOnModule),
+    },
+    {
       name: 'rate-limiter-flexible RateLimiterRedis',
       command: 'evalsha',
       init: () => {},
-      // A refusal rejects with the limiter's result: a normal answer here.
-      call: (k) => flexible.consume(k).catch((res) => {
-        if (res instanceof Error) throw res;
-        return res;
-      }),
+      call: consume(flexible),
     },
   ];
 }
@@ -143,6 +163,7 @@ async function main() {
         rows.push({
           scenario: scenario.name,
           store: store.name,
+          replaces: store.replaces,
           ...result,
           bytesPerKey: scenario.warmKeys ? (memory1 - memory0) / scenario.warmKeys : undefined,
         });
@@ -155,12 +176,13 @@ async function main() {
   }
 
   console.log(`\n${serverName}, ${CALLS} calls per row, one at a time (ioredis ${require('ioredis/package.json').version})\n`);
-  console.log('| scenario | store | command µs/call | server CPU µs/call | vs rate-limit-redis | p50 µs | p99 µs | bytes/key |');
+  console.log('| scenario | store | command µs/call | server CPU µs/call | vs the store it replaces | p50 µs | p99 µs | bytes/key |');
   console.log('|---|---|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    const base = rows.find((b) => b.scenario === r.scenario && b.store.startsWith('rate-limit-redis'));
+    const base = rows.find((b) => b.scenario === r.scenario && b.store === r.replaces);
+    const ratio = base ? `${(r.serverCpuUsecPerCall / base.serverCpuUsecPerCall).toFixed(2)}x` : '';
     console.log(`| ${r.scenario} | ${r.store} | ${r.commandUsecPerCall.toFixed(2)} | ${r.serverCpuUsecPerCall.toFixed(1)} | `
-      + `${(r.serverCpuUsecPerCall / base.serverCpuUsecPerCall).toFixed(2)}x | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | `
+      + `${ratio} | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | `
       + `${r.bytesPerKey === undefined ? '' : r.bytesPerKey.toFixed(0)} |`);
   }
 }

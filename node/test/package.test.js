@@ -14,13 +14,20 @@ describe('the npm package', () => {
     const [pack] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: root, encoding: 'utf8' }));
     const files = pack.files.map((f) => f.path).sort();
     assert.deepEqual(files, [
-      'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs',
-      'lib/express-store.js', 'lib/ioredis.js', 'lib/reply.js', 'package.json',
+      'LICENSE', 'README.md', 'flexible.d.mts', 'flexible.d.ts', 'flexible.js', 'flexible.mjs',
+      'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs',
+      'lib/express-store.js', 'lib/flexible.js', 'lib/ioredis.js', 'lib/reply.js',
+      'lib/store-client.js', 'package.json',
     ]);
     const manifest = require('../package.json');
     assert.equal(manifest.license, 'MIT');
-    assert.ok(manifest.peerDependencies['express-rate-limit']);
+    // Each entry point needs its own library only: both peers, both optional.
+    assert.deepEqual(Object.keys(manifest.peerDependencies).sort(), ['express-rate-limit', 'rate-limiter-flexible']);
+    assert.deepEqual(manifest.peerDependenciesMeta, {
+      'express-rate-limit': { optional: true }, 'rate-limiter-flexible': { optional: true },
+    });
     assert.deepEqual(Object.keys(manifest.dependencies ?? {}), []);
+    assert.deepEqual(Object.keys(manifest.exports), ['.', './flexible']);
   });
 
   it('its hand-written types compile against express-rate-limit’s, ioredis’s and node-redis’s', () => {
@@ -39,5 +46,19 @@ describe('the npm package', () => {
     assert.equal(esm.default, cjs.RedisStore);
     assert.equal(cjs.default, cjs.RedisStore);
     assert.equal(esm.ioredisSendCommand, cjs.ioredisSendCommand);
+  });
+
+  it('ratelimit-node/flexible is rate-limiter-flexible with RateLimiterRedis replaced, from require and import', async () => {
+    const upstream = require('rate-limiter-flexible');
+    const cjs = require('ratelimit-node/flexible');
+    const esm = await import('ratelimit-node/flexible');
+    assert.deepEqual(Object.keys(cjs).sort(), Object.keys(upstream).sort());
+    for (const name of Object.keys(upstream)) {
+      assert.equal(esm[name], cjs[name], name);
+      if (name !== 'RateLimiterRedis') assert.equal(cjs[name], upstream[name], name);
+    }
+    assert.notEqual(cjs.RateLimiterRedis, upstream.RateLimiterRedis);
+    assert.equal(cjs.RateLimiterRedis, require('../lib/flexible').RateLimiterRedis);
+    assert.equal(esm.default, cjs);
   });
 });
