@@ -7,13 +7,13 @@
 //! permits key is known by its name, and a hash by the state keys its name derives that are
 //! still there.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 
 use redis_module::Context;
 
 use crate::key::{Key, Read};
 use crate::keyspace::{self, StateKeys};
-use crate::stats;
+use crate::stats::{self, Stat};
 
 /// A key was evicted (an [`events::KeyListener`](crate::events::KeyListener)): counted, and
 /// the first one logged, if it was a limiter's.
@@ -21,8 +21,8 @@ pub fn key_evicted(ctx: &Context, _event: &[u8], key: &[u8]) {
     if !is_limiter_key(ctx, key) {
         return;
     }
-    stats::add(&stats::EVICTED_KEYS);
-    if !LOGGED.swap(true, Ordering::Relaxed) {
+    stats::add(Stat::EvictedKeys);
+    if !LOGGED.replace(true) {
         ctx.log_warning(&format!(
             "ratelimit: a limiter key was evicted ('{}'): with maxmemory, limiters lose state \
              and may admit more than their rate; use maxmemory-policy noeviction (INFO \
@@ -45,10 +45,13 @@ fn is_limiter_key(ctx: &Context, key: &[u8]) -> bool {
     derived_exists
 }
 
-/// Whether the first eviction was logged (this load).
-static LOGGED: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether the first eviction was logged (this load): a room of the module's state (see
+    /// [`crate::globals`]).
+    static LOGGED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// At load: the first eviction of this load is logged again.
-pub fn reset() {
-    LOGGED.store(false, Ordering::Relaxed);
+pub(crate) fn reset() {
+    LOGGED.set(false);
 }

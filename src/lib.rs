@@ -37,6 +37,7 @@ mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
 pub mod gcra;
+mod globals;
 mod key;
 pub mod keyspace;
 mod migration;
@@ -50,7 +51,6 @@ mod tat;
 mod tickets;
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use commands::doc::{Doc, Keys};
 use ffi::command::Handler;
@@ -207,24 +207,25 @@ impl ffi::config::NumericSetting for GroupDepth {
 /// client must never be able to turn on a command that moves the clock.
 enum DebugCommands {}
 
-static DEBUG_COMMANDS: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether this load has RATELIMIT.DEBUG: a room of the module's state (see [`globals`]).
+    static DEBUG_COMMANDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 impl ffi::config::BoolSetting for DebugCommands {
     const NAME: &'static CStr = c"debug-commands";
     const IMMUTABLE: bool = true;
     fn get() -> bool {
-        DEBUG_COMMANDS.load(Ordering::Relaxed)
+        DEBUG_COMMANDS.get()
     }
     fn set(value: bool) {
-        DEBUG_COMMANDS.store(value, Ordering::Relaxed);
+        DEBUG_COMMANDS.set(value);
     }
 }
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
-    stats::reset();
-    blocking::reset();
-    clock::unfreeze();
+    globals::reset();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {
         Ok(options) => options,
@@ -233,9 +234,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    evictions::reset();
     store::init(ctx);
-    config_cache::reset();
     config_cache::turn(options.config_cache);
     observe::turn(options.stats);
     // Checked when parsed.
@@ -244,7 +243,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let separator = std::ffi::CString::new(options.group_separator.clone()).unwrap_or_default();
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
-    DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
+    DEBUG_COMMANDS.set(options.debug_commands);
     let registered = ffi::config::register_bool::<ConfigCacheSetting>(ctx, options.config_cache)
         && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands)
         && ffi::config::register_bool::<Stats>(ctx, options.stats)
@@ -255,7 +254,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // RATELIMIT.DEBUG exists only with `debug-commands yes`.
-    let debug = if DEBUG_COMMANDS.load(Ordering::Relaxed) {
+    let debug = if DEBUG_COMMANDS.get() {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
         Some(DEBUG)
     } else {
@@ -323,8 +322,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 fn deinit(ctx: &Context) -> Status {
     blocking::stop_all_timers(ctx);
-    // Up to the table's cap of memory, given back to the server now rather than at a next load.
-    tickets::reset();
+    // The tickets, the config cache's strings and the counting's tables, given back to the
+    // server now rather than at a next load.
+    globals::reset();
     Status::Ok
 }
 

@@ -3,7 +3,7 @@
 //! Plain bookkeeping with no Redis calls: the serving logic lives in `blocking`. It holds the
 //! handles of blocked clients and timers (ffi's types) but calls nothing on them. Everything here
 //! runs on Redis's main thread (commands, timers and blocked-client callbacks all do), so the
-//! registry is a thread-local.
+//! registry is a thread-local: the waiters' room of the module's state (see [`crate::globals`]).
 
 #![forbid(unsafe_code)]
 
@@ -90,7 +90,7 @@ pub struct Removed {
     pub emptied_wake: Option<TimerId>,
 }
 
-/// Forgets every queue (a fresh load of the module).
+/// Forgets every queue (a fresh load of the module: see [`crate::globals`]).
 pub fn reset() {
     with(|r| *r = Registry::default());
 }

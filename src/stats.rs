@@ -1,9 +1,10 @@
 //! What `INFO ratelimit` reports: the version (section `ratelimit_module`) and the counters
 //! (section `ratelimit_stats`).
 //!
-//! Commands run on Redis's main thread; atomics only make the statics safe to declare.
+//! The counters are a room of the module's state (see [`crate::globals`]): one main-thread
+//! `thread_local!` of plain cells.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::cell::Cell;
 
 use redis_module::RedisResult;
 
@@ -13,26 +14,82 @@ use crate::ffi::info::{self, Info};
 use crate::observe;
 use crate::tickets;
 
-/// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
-/// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never in
-/// the store, so the server re-checking a blocked waiter counts nothing until it is answered.
-pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited
-/// at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or nowhere, after
-/// CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
-pub static REFUSED: AtomicU64 = AtomicU64::new(0);
-/// Commands that replied with an error.
-pub static ERRORS: AtomicU64 = AtomicU64::new(0);
-/// Clients blocked in ACQUIRE right now.
-pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
-/// ACQUIRE calls that blocked, ever.
-pub static WAITS: AtomicU64 = AtomicU64::new(0);
-/// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
-pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
-/// RATELIMIT.CANCEL calls that ended a wait or gave a grant back.
-pub static CANCELS: AtomicU64 = AtomicU64::new(0);
-/// Keys of limiters the server evicted (maxmemory), ever.
-pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
+/// A counter of `INFO ratelimit`'s `ratelimit_stats` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
+    /// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never
+    /// in the store, so the server re-checking a blocked waiter counts nothing until it is
+    /// answered.
+    Acquired,
+    /// Requests refused (by [`decided`]): the same commands answered with a wait hint or
+    /// limited at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or
+    /// nowhere, after CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
+    Refused,
+    /// Commands that replied with an error.
+    Errors,
+    /// Clients blocked in ACQUIRE right now (a gauge).
+    BlockedClients,
+    /// ACQUIRE calls that blocked, ever.
+    Waits,
+    /// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
+    Timeouts,
+    /// RATELIMIT.CANCEL calls that ended a wait or gave a grant back.
+    Cancels,
+    /// Keys of limiters the server evicted (maxmemory), ever.
+    EvictedKeys,
+}
+
+impl Stat {
+    /// Every counter, in INFO's order, with its field name.
+    const ALL: [(Stat, &'static str); 8] = [
+        (Stat::Acquired, "acquired"),
+        (Stat::Refused, "refused"),
+        (Stat::Errors, "errors"),
+        (Stat::BlockedClients, "blocked_clients"),
+        (Stat::Waits, "waits"),
+        (Stat::Timeouts, "timeouts"),
+        (Stat::Cancels, "cancels"),
+        (Stat::EvictedKeys, "evicted_keys"),
+    ];
+}
+
+/// The counters' room.
+struct Counters {
+    /// Indexed by `Stat as usize`.
+    counts: [Cell<u64>; 8],
+    /// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked,
+    /// else 0 (see [`ResetWatch`]).
+    reset_pending: Cell<u64>,
+}
+
+thread_local! {
+    static COUNTERS: Counters = const {
+        Counters {
+            counts: [const { Cell::new(0) }; 8],
+            reset_pending: Cell::new(0),
+        }
+    };
+}
+
+/// A counter's value now.
+pub fn get(counter: Stat) -> u64 {
+    COUNTERS.with(|c| c.counts[counter as usize].get())
+}
+
+pub fn add(counter: Stat) {
+    COUNTERS.with(|c| {
+        let cell = &c.counts[counter as usize];
+        cell.set(cell.get().wrapping_add(1));
+    });
+}
+
+pub fn sub(counter: Stat) {
+    COUNTERS.with(|c| {
+        let cell = &c.counts[counter as usize];
+        cell.set(cell.get().saturating_sub(1));
+    });
+}
 
 /// What a deciding command decided for one limiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,18 +109,14 @@ pub enum Decision {
 pub fn decided(name: &[u8], decision: Decision) {
     match decision {
         Decision::Granted { limit, remaining } => {
-            add(&ACQUIRED);
-            if observe::on() {
-                observe::granted(name, limit, remaining);
-            }
+            add(Stat::Acquired);
+            observe::granted(name, limit, remaining);
         }
         Decision::Refused | Decision::WaitEnded => {
             if decision == Decision::Refused {
-                add(&REFUSED);
+                add(Stat::Refused);
             }
-            if observe::on() {
-                observe::refused(name, clock::now_ms());
-            }
+            observe::refused(name, clock::now_ms);
         }
     }
 }
@@ -71,49 +124,31 @@ pub fn decided(name: &[u8], decision: Decision) {
 /// CONFIG RESETSTAT: zeroes what Redis's own stats would (the counters of events, the groups,
 /// the sketch), not the gauges (`blocked_clients`, `tickets`, the config cache's).
 pub fn reset_stats() {
-    for counter in [
-        &ACQUIRED,
-        &REFUSED,
-        &ERRORS,
-        &WAITS,
-        &TIMEOUTS,
-        &CANCELS,
-        &EVICTED_KEYS,
-    ] {
-        counter.store(0, Relaxed);
-    }
-    observe::reset();
+    COUNTERS.with(|c| {
+        for (counter, _) in Stat::ALL {
+            if counter != Stat::BlockedClients {
+                c.counts[counter as usize].set(0);
+            }
+        }
+    });
+    observe::reset_counts();
 }
 
-/// Zeroes every counter (a fresh load of the module).
-pub fn reset() {
-    for counter in [
-        &ACQUIRED,
-        &REFUSED,
-        &ERRORS,
-        &BLOCKED_CLIENTS,
-        &WAITS,
-        &TIMEOUTS,
-        &CANCELS,
-        &EVICTED_KEYS,
-    ] {
-        counter.store(0, Relaxed);
-    }
-    observe::reset();
-}
-
-pub fn add(counter: &AtomicU64) {
-    counter.fetch_add(1, Relaxed);
-}
-
-pub fn sub(counter: &AtomicU64) {
-    let _ = counter.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+/// Zeroes every counter and forgets a CONFIG RESETSTAT not yet checked (a fresh load; see
+/// [`crate::globals::reset`]).
+pub(crate) fn reset() {
+    COUNTERS.with(|c| {
+        for cell in &c.counts {
+            cell.set(0);
+        }
+        c.reset_pending.set(0);
+    });
 }
 
 /// Counts a command's error reply, and passes the result through.
 pub fn counted(result: RedisResult) -> RedisResult {
     if result.is_err() {
-        add(&ERRORS);
+        add(Stat::Errors);
     }
     result
 }
@@ -134,21 +169,14 @@ impl info::Report for Report {
     }
 }
 
+/// In a crash report too: the module's code runs on the main thread, where the crash of a
+/// command happens; a crash on another thread reports that thread's counters, all 0.
 fn counters_info(info: &mut Info) {
     if !info.section("stats") {
         return;
     }
-    for (name, counter) in [
-        ("acquired", &ACQUIRED),
-        ("refused", &REFUSED),
-        ("errors", &ERRORS),
-        ("blocked_clients", &BLOCKED_CLIENTS),
-        ("waits", &WAITS),
-        ("timeouts", &TIMEOUTS),
-        ("cancels", &CANCELS),
-        ("evicted_keys", &EVICTED_KEYS),
-    ] {
-        info.count(name, counter.load(Relaxed));
+    for (counter, name) in Stat::ALL {
+        info.count(name, get(counter));
     }
     // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
     info.count("tickets", u64::try_from(tickets::len()).unwrap_or(u64::MAX));
@@ -159,8 +187,8 @@ fn counters_info(info: &mut Info) {
 }
 
 /// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow
-/// group's line and `ratelimit_overflow_groups`. Left out of a crash report: the groups are read
-/// under a lock the crashing code may hold.
+/// group's line and `ratelimit_overflow_groups`. Left out of a crash report: the crash may have
+/// come in the middle of counting, with the groups half updated.
 fn groups_info(info: &mut Info) {
     if info.for_crash_report() || !info.section("groups") {
         return;
@@ -189,18 +217,15 @@ fn groups_info(info: &mut Info) {
 /// server zeroes it, and the caller's own connection was counted in it).
 pub enum ResetWatch {}
 
-/// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked, else 0.
-static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
-
 fn connections_received() -> Option<u64> {
     crate::ffi::server::info_unsigned(c"stats", c"total_connections_received")
 }
 
 impl crate::ffi::filter::Filter for ResetWatch {
     fn command(name: &[u8], first: Option<&[u8]>) {
-        let pending = RESET_PENDING.load(Relaxed);
+        let pending = COUNTERS.with(|c| c.reset_pending.get());
         if pending != 0 && !name.eq_ignore_ascii_case(b"exec") {
-            RESET_PENDING.store(0, Relaxed);
+            COUNTERS.with(|c| c.reset_pending.set(0));
             if connections_received().is_some_and(|now| now < pending - 1) {
                 reset_stats();
             }
@@ -209,7 +234,7 @@ impl crate::ffi::filter::Filter for ResetWatch {
             && first.is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
         {
             if let Some(before) = connections_received() {
-                RESET_PENDING.store(before.saturating_add(1), Relaxed);
+                COUNTERS.with(|c| c.reset_pending.set(before.saturating_add(1)));
             }
         }
     }

@@ -33,7 +33,7 @@ use crate::ffi::timer::{self, Timer};
 use crate::key::{self, OpenMode, Read};
 use crate::keyspace::StateId;
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
-use crate::stats::{self, Decision};
+use crate::stats::{self, Decision, Stat};
 use crate::store::{self, LimiterKeys, Resolved};
 use crate::tickets::{self, Fate};
 use serve::serve;
@@ -81,8 +81,8 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
         return Ok(RedisValue::Integer(wait.hint_ms));
     };
     let (queue, waiter, first) = queue::enqueue(wait.state, wait.watched, bc, wait.request);
-    stats::add(&stats::WAITS);
-    stats::add(&stats::BLOCKED_CLIENTS);
+    stats::add(Stat::Waits);
+    stats::add(Stat::BlockedClients);
     if wait.timeout_ms > 0 {
         if let Some(timer) = timer::start::<Deadline>(ctx, wait.timeout_ms, waiter) {
             queue::set_deadline(waiter, timer);
@@ -111,7 +111,7 @@ pub fn nudge(ctx: &Context, name: &[u8]) {
 /// that are not theirs; so every ticket is forgotten (a CANCEL then gives nothing back: the
 /// limiter admits less, never more). And every queue checks its limiter.
 pub fn dataset_changed(ctx: &Context) {
-    tickets::reset();
+    tickets::forget_all();
     nudge_all(ctx);
 }
 
@@ -129,11 +129,10 @@ pub fn stop_all_timers(ctx: &Context) {
     }
 }
 
-/// Forgets everything a previous load of the module left in its statics: a module unloaded and
-/// loaded again may find its library still mapped, statics and all.
-pub fn reset() {
+/// The waiters' and the tickets' rooms back to empty (see [`crate::globals::reset`]).
+pub(crate) fn reset() {
     queue::reset();
-    tickets::reset();
+    tickets::forget_all();
 }
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
@@ -155,7 +154,7 @@ fn take(ctx: &Context, waiter: WaiterId) -> Option<Removed> {
     for timer in removed.deadline.into_iter().chain(removed.emptied_wake) {
         timer::stop(ctx, timer);
     }
-    stats::sub(&stats::BLOCKED_CLIENTS);
+    stats::sub(Stat::BlockedClients);
     Some(removed)
 }
 
@@ -237,11 +236,11 @@ impl Timer for Deadline {
         if let Some(timer) = removed.emptied_wake.take() {
             timer::stop(ctx, timer);
         }
-        stats::sub(&stats::BLOCKED_CLIENTS);
+        stats::sub(Stat::BlockedClients);
         let served = hint_for(ctx, &removed);
         // A waiter whose ticket was granted meanwhile is answered as acquired: not a timeout.
         if matches!(served, Served::Wait(_)) {
-            stats::add(&stats::TIMEOUTS);
+            stats::add(Stat::Timeouts);
         }
         unblock(removed.bc, served);
         after_leaving(ctx, &removed);

@@ -5,8 +5,7 @@
 pub mod groups;
 pub mod refused;
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::cell::{Cell, RefCell};
 
 use groups::{Counts, Groups, Rule};
 use refused::Refused;
@@ -28,46 +27,78 @@ impl Default for State {
     }
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
-static ON: AtomicBool = AtomicBool::new(true);
+/// The counting's room of the module's state (see [`crate::globals`]).
+struct Room {
+    /// `ratelimit.stats`.
+    on: Cell<bool>,
+    /// Made at first use: its sketch's seed is random.
+    state: RefCell<Option<State>>,
+}
 
+thread_local! {
+    static ROOM: Room = const {
+        Room {
+            on: Cell::new(true),
+            state: RefCell::new(None),
+        }
+    };
+}
+
+/// Runs `f` on the state. Nothing `f` does calls back into this module, so the state is never
+/// borrowed twice.
 fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    let mut guard: MutexGuard<'_, Option<State>> =
-        STATE.lock().unwrap_or_else(PoisonError::into_inner);
-    f(guard.get_or_insert_with(State::default))
+    ROOM.with(|room| f(room.state.borrow_mut().get_or_insert_with(State::default)))
 }
 
 /// Whether decisions are counted per group and in the sketch (`ratelimit.stats`).
 pub fn on() -> bool {
-    ON.load(Relaxed)
+    ROOM.with(|room| room.on.get())
 }
 
 /// Turns the counting on or off; what was counted stays until a reset.
 pub fn turn(on: bool) {
-    ON.store(on, Relaxed);
+    ROOM.with(|room| room.on.set(on));
 }
 
-/// Counts a grant on limiter `name` leaving `remaining` of `limit`.
+/// Counts a grant on limiter `name` leaving `remaining` of `limit`, while counting is on.
 pub fn granted(name: &[u8], limit: i64, remaining: i64) {
-    with(|state| {
-        let near = groups::near_limit(limit, remaining);
-        state.groups.count_name(&state.rule, name, true, near);
+    ROOM.with(|room| {
+        if room.on.get() {
+            let mut state = room.state.borrow_mut();
+            let state = state.get_or_insert_with(State::default);
+            let near = groups::near_limit(limit, remaining);
+            state.groups.count_name(&state.rule, name, true, near);
+        }
     });
 }
 
-/// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`.
-pub fn refused(name: &[u8], now_ms: i64) {
-    with(|state| {
-        state.groups.count_name(&state.rule, name, false, false);
-        state.refused.add(name, now_ms);
+/// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`,
+/// while counting is on.
+pub fn refused(name: &[u8], now_ms: impl FnOnce() -> i64) {
+    ROOM.with(|room| {
+        if room.on.get() {
+            let mut state = room.state.borrow_mut();
+            let state = state.get_or_insert_with(State::default);
+            state.groups.count_name(&state.rule, name, false, false);
+            state.refused.add(name, now_ms());
+        }
     });
 }
 
-/// Zeroes the groups and the sketch (CONFIG RESETSTAT, a load, a change of rule).
-pub fn reset() {
+/// Zeroes the groups and the sketch (CONFIG RESETSTAT), keeping the rule.
+pub fn reset_counts() {
     with(|state| {
         state.groups = Groups::default();
         state.refused = Refused::with_seed(rand::random());
+    });
+}
+
+/// Forgets everything, the rule included, and counts again (a fresh load; see
+/// [`crate::globals::reset`]): the load sets the rule and the setting again.
+pub(crate) fn reset() {
+    ROOM.with(|room| {
+        room.on.set(true);
+        room.state.replace(None);
     });
 }
 

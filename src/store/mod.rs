@@ -20,8 +20,6 @@ pub use setrate::{Condition, RateChange};
 
 use std::ops::ControlFlow;
 
-use std::sync::atomic::Ordering;
-
 use redis_module::{Context, ContextFlags};
 
 use crate::args;
@@ -229,8 +227,5 @@ pub fn selected_db(ctx: &Context) -> i32 {
 
 /// At load: notes whether the server is a cluster node.
 pub fn init(ctx: &Context) {
-    open::CLUSTER.store(
-        ctx.get_flags().contains(ContextFlags::CLUSTER),
-        Ordering::Relaxed,
-    );
+    open::CLUSTER.set(ctx.get_flags().contains(ContextFlags::CLUSTER));
 }

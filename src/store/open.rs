@@ -2,8 +2,6 @@
 //! caller's ACL on each derived key, each key's type, and a state split from its hash by a slot
 //! migration.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use redis_module::Context;
 
 use super::{selected_db, LimiterKeys, State};
@@ -99,7 +97,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// A state split from its hash by a slot migration, refused (see [`migration`]); nothing to
     /// check outside cluster mode.
     pub(super) fn refuse_split(&self, keys: &[&Key<'_, M>]) -> Result<(), Error> {
-        if !CLUSTER.load(Ordering::Relaxed) {
+        if !CLUSTER.get() {
             return Ok(());
         }
         migration::refuse_split(self.ctx, self.name, keys)
@@ -132,7 +130,7 @@ impl Caller {
 /// not share its slot is refused before anything is read or written (SETRATE NX included, so
 /// no unusable limiter is ever created).
 pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
-    if CLUSTER.load(Ordering::Relaxed) && !keyspace::derived_keys_share_slot(name) {
+    if CLUSTER.get() && !keyspace::derived_keys_share_slot(name) {
         return Err(Error::CrossSlot {
             name: name.to_vec(),
         });
@@ -140,8 +138,11 @@ pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether the server runs in cluster mode, which is fixed when it starts.
-pub(super) static CLUSTER: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether the server runs in cluster mode, which is fixed when it starts: set at each
+    /// load (a room of the module's state, see [`crate::globals`]).
+    pub(super) static CLUSTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Result<(), Error> {
     match key.key_type() {
