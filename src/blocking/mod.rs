@@ -33,6 +33,7 @@ use crate::ffi::timer::{self, Timer};
 use crate::key::{self, OpenMode, Read};
 use crate::keyspace::StateId;
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
+use crate::sliding_log::Config;
 use crate::stats::{self, Decision, Stat};
 use crate::store::{self, LimiterKeys, Resolved};
 use crate::tickets::{self, Fate};
@@ -66,6 +67,8 @@ pub struct Wait {
     /// The state it waits on and the keys whose writes may free its permits.
     pub state: StateId,
     pub watched: [Vec<u8>; 3],
+    /// The configuration it was refused under, kept with its queue for serving.
+    pub config: Config,
     pub request: Request,
     /// 0 waits forever.
     pub timeout_ms: i64,
@@ -80,7 +83,8 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
         stats::decided(&wait.request.name, Decision::Refused);
         return Ok(RedisValue::Integer(wait.hint_ms));
     };
-    let (queue, waiter, first) = queue::enqueue(wait.state, wait.watched, bc, wait.request);
+    let (queue, waiter, first) =
+        queue::enqueue(wait.state, wait.watched, bc, wait.request, wait.config);
     stats::add(Stat::Waits);
     stats::add(Stat::BlockedClients);
     if wait.timeout_ms > 0 {
@@ -112,6 +116,7 @@ pub fn nudge(ctx: &Context, name: &[u8]) {
 /// limiter admits less, never more). And every queue checks its limiter.
 pub fn dataset_changed(ctx: &Context) {
     tickets::forget_all();
+    queue::forget_all_resolved();
     nudge_all(ctx);
 }
 
@@ -294,13 +299,27 @@ impl Blocker for Waiters {
 }
 
 /// A write to some key (see [`events::KeyListener`]): if it is a key a queue watches, that
-/// queue may be servable now. Writing is not allowed here, so it only sets a 0 ms timer.
-pub fn key_written(ctx: &Context, _event: &[u8], name: &[u8]) {
-    // The module's own writes free nothing it does not already know of.
-    if queue::is_empty() || key::is_own_event() {
+/// queue may be servable now, and if it is a limiter's own key (its hash, or a ONEKEY
+/// limiter's one key), the queues of its states resolve it again when next served. Writing is
+/// not allowed here, so it only sets a 0 ms timer.
+///
+/// The limiter's configuration changes with any event on its key but a TTL change, the
+/// module's own writes included (SETRATE, DELETE, a ONEKEY grant), as for the config cache: the
+/// module's one rule for what a hash event means. A key replaced or gone is also
+/// [`key_removed`]; SWAPDB, FLUSHALL and FLUSHDB are [`dataset_changed`].
+pub fn key_written(ctx: &Context, event: &[u8], name: &[u8]) {
+    if queue::is_empty() {
         return;
     }
-    for queue in queue::watching(server::selected_db(ctx), name) {
+    let db = server::selected_db(ctx);
+    if !matches!(event, b"expire" | b"persist") {
+        queue::forget_resolved(db, name);
+    }
+    // The module's own writes free nothing it does not already know of.
+    if key::is_own_event() {
+        return;
+    }
+    for queue in queue::watching(db, name) {
         schedule(ctx, queue, 0);
     }
 }
@@ -312,6 +331,7 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
     if queue::is_empty() {
         return;
     }
+    queue::forget_resolved(db, key);
     for queue in queue::watching(db, key) {
         schedule(ctx, queue, 0);
     }
