@@ -2,7 +2,8 @@
 //! who listens to which events, and the registration of every command.
 //!
 //! Layers, each importing only the ones below it:
-//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
+//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`); `globals`:
+//!    the idiom the module's state is kept in, and the one reset a load runs.
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
 //! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
 //!    rule, CANCEL; `tickets`: the table of tickets' fates.
