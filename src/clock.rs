@@ -3,21 +3,18 @@
 //! Every command reads it once, so all callers of one server share one clock. The debug clock
 //! exists only when the module was loaded with `debug-commands yes` (see `commands::debug`).
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::ffi::server;
 
 /// Sentinel meaning "not frozen". No real unix-ms timestamp takes this value.
 const REAL: i64 = i64::MIN;
 
-thread_local! {
-    /// The debug clock's room of the module's state (see [`crate::globals`]).
-    static FROZEN_AT: Cell<i64> = const { Cell::new(REAL) };
-}
+static FROZEN_AT: AtomicI64 = AtomicI64::new(REAL);
 
 /// Now, in unix milliseconds.
 pub fn now_ms() -> i64 {
-    match FROZEN_AT.get() {
+    match FROZEN_AT.load(Ordering::Relaxed) {
         REAL => server_ms(),
         frozen => frozen,
     }
@@ -30,25 +27,25 @@ pub fn server_ms() -> i64 {
 
 /// Whether the debug clock is frozen: then time moves only with ADVANCE.
 pub fn is_frozen() -> bool {
-    FROZEN_AT.get() != REAL
+    FROZEN_AT.load(Ordering::Relaxed) != REAL
 }
 
 pub fn freeze_at(ms: i64) {
-    FROZEN_AT.set(ms);
+    FROZEN_AT.store(ms, Ordering::Relaxed);
 }
 
 /// Moves a frozen clock forward; `None` if the clock is not frozen or would overflow.
 pub fn advance(ms: i64) -> Option<i64> {
-    let at = FROZEN_AT.get();
+    let at = FROZEN_AT.load(Ordering::Relaxed);
     if at == REAL {
         return None;
     }
     let next = at.checked_add(ms)?;
-    FROZEN_AT.set(next);
+    FROZEN_AT.store(next, Ordering::Relaxed);
     Some(next)
 }
 
 /// Back to the server's clock (also a fresh load's state; see [`crate::globals::reset`]).
 pub fn unfreeze() {
-    FROZEN_AT.set(REAL);
+    FROZEN_AT.store(REAL, Ordering::Relaxed);
 }

@@ -16,8 +16,9 @@
 //! fanned out. Subscriptions made on demand are made once per load, so a server that never
 //! keeps a configuration or blocks a client pays nothing for their events.
 
-use std::cell::Cell;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use redis_module::{raw, Context};
 
@@ -50,45 +51,31 @@ pub struct Listeners {
     pub evicted: KeyListener,
 }
 
-/// The subscriptions' room of the module's state (see [`crate::globals`]): what this load
-/// registered and subscribed to. The server drops a module's subscriptions when it unloads it.
-struct Subscriptions {
-    /// The listeners registered at load. Read on every event.
-    listeners: Cell<Option<&'static Listeners>>,
-    /// Whether this load has subscribed, for the config cache, to the events of hashes.
-    config_cache: Cell<bool>,
-    /// Whether this load has subscribed, for the waiters, to writes to keys.
-    waiters: Cell<bool>,
-    /// Whether this load has subscribed to the removal of keys (the KEY server event).
-    removals: Cell<bool>,
-}
+/// The listeners registered. Set at the first load: a later load of the same library (after
+/// MODULE UNLOAD, where the library stays mapped) registers the same functions, so the first
+/// registration stands. Read on every event: one load, no lock.
+static LISTENERS: OnceLock<&'static Listeners> = OnceLock::new();
 
-thread_local! {
-    static SUBSCRIPTIONS: Subscriptions = const {
-        Subscriptions {
-            listeners: Cell::new(None),
-            config_cache: Cell::new(false),
-            waiters: Cell::new(false),
-            removals: Cell::new(false),
-        }
-    };
-}
+/// Whether this load has subscribed, for the config cache, to the events of hashes.
+static CONFIG_CACHE: AtomicBool = AtomicBool::new(false);
+/// Whether this load has subscribed, for the waiters, to writes to keys.
+static WAITERS: AtomicBool = AtomicBool::new(false);
+/// Whether this load has subscribed to the removal of keys (the KEY server event).
+static REMOVALS: AtomicBool = AtomicBool::new(false);
 
-/// Nothing registered nor subscribed (a fresh load; see [`crate::globals::reset`]).
+/// Nothing subscribed yet (a fresh load; see [`crate::globals::reset`]): the server drops a
+/// module's subscriptions when it unloads it.
 pub(crate) fn reset() {
-    SUBSCRIPTIONS.with(|s| {
-        s.listeners.set(None);
-        s.config_cache.set(false);
-        s.waiters.set(false);
-        s.removals.set(false);
-    });
+    CONFIG_CACHE.store(false, Ordering::Relaxed);
+    WAITERS.store(false, Ordering::Relaxed);
+    REMOVALS.store(false, Ordering::Relaxed);
 }
 
 /// At load, after [`reset`]: registers the listeners, and subscribes to the server events of
 /// whole databases and to evictions. False if the server refused evictions (the eviction
 /// counter then stays 0).
 pub fn init(ctx: &Context, listeners: &'static Listeners) -> bool {
-    SUBSCRIPTIONS.with(|s| s.listeners.set(Some(listeners)));
+    let _ = LISTENERS.set(listeners);
     server_events::watch_datasets::<Datasets>(ctx);
     server_events::watch_keys::<Evicted>(ctx, raw::REDISMODULE_NOTIFY_EVICTED as c_int)
 }
@@ -96,19 +83,19 @@ pub fn init(ctx: &Context, listeners: &'static Listeners) -> bool {
 /// Subscribes the config cache, once per load, to the events that change a hash or remove a
 /// key. Called before the first configuration is kept. False if the server refused.
 pub fn watch_for_config_cache(ctx: &Context) -> bool {
-    if SUBSCRIPTIONS.with(|s| s.config_cache.get()) {
+    if CONFIG_CACHE.load(Ordering::Relaxed) {
         return true;
     }
     let subscribed =
         watch_keys_and_removals::<ConfigCacheKeys>(ctx, raw::REDISMODULE_NOTIFY_HASH as c_int);
-    SUBSCRIPTIONS.with(|s| s.config_cache.set(subscribed));
+    CONFIG_CACHE.store(subscribed, Ordering::Relaxed);
     subscribed
 }
 
 /// Subscribes the waiters, once per load, to writes to keys and keys leaving. Called the first
 /// time a client blocks.
 pub fn watch_for_waiters(ctx: &Context) {
-    if SUBSCRIPTIONS.with(|s| s.waiters.replace(true)) {
+    if WAITERS.swap(true, Ordering::Relaxed) {
         return;
     }
     let classes = raw::REDISMODULE_NOTIFY_STRING
@@ -132,16 +119,16 @@ fn watch_keys_and_removals<W: KeyWatcher>(ctx: &Context, mut classes: c_int) -> 
 /// Subscribes, once per load, to keys leaving the keyspace. False where the server has no KEY
 /// event.
 fn watch_removals(ctx: &Context) -> bool {
-    if SUBSCRIPTIONS.with(|s| s.removals.get()) {
+    if REMOVALS.load(Ordering::Relaxed) {
         return true;
     }
     let subscribed = server_events::watch_removals::<Removals>(ctx);
-    SUBSCRIPTIONS.with(|s| s.removals.set(subscribed));
+    REMOVALS.store(subscribed, Ordering::Relaxed);
     subscribed
 }
 
 fn listeners() -> Option<&'static Listeners> {
-    SUBSCRIPTIONS.with(|s| s.listeners.get())
+    LISTENERS.get().copied()
 }
 
 /// The config cache's keyspace subscription.

@@ -7,7 +7,7 @@
 //! permits key is known by its name, and a hash by the state keys its name derives that are
 //! still there.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
 
@@ -22,7 +22,7 @@ pub fn key_evicted(ctx: &Context, _event: &[u8], key: &[u8]) {
         return;
     }
     stats::add(Stat::EvictedKeys);
-    if !LOGGED.replace(true) {
+    if !LOGGED.swap(true, Ordering::Relaxed) {
         ctx.log_warning(&format!(
             "ratelimit: a limiter key was evicted ('{}'): with maxmemory, limiters lose state \
              and may admit more than their rate; use maxmemory-policy noeviction (INFO \
@@ -45,13 +45,10 @@ fn is_limiter_key(ctx: &Context, key: &[u8]) -> bool {
     derived_exists
 }
 
-thread_local! {
-    /// Whether the first eviction was logged (this load): a room of the module's state (see
-    /// [`crate::globals`]).
-    static LOGGED: Cell<bool> = const { Cell::new(false) };
-}
+/// Whether the first eviction was logged (this load).
+static LOGGED: AtomicBool = AtomicBool::new(false);
 
-/// At load: the first eviction of this load is logged again.
+/// At load: the first eviction of this load is logged again (see [`crate::globals::reset`]).
 pub(crate) fn reset() {
-    LOGGED.set(false);
+    LOGGED.store(false, Ordering::Relaxed);
 }

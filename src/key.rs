@@ -11,6 +11,7 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context, RedisString};
 
@@ -458,9 +459,9 @@ impl<M: Writable> Key<'_, M> {
     /// Fires the keyspace event the equivalent Redis command fires on this key. The module's
     /// own subscriber ignores these (see [`is_own_event`]): its writes never wake itself.
     fn notify(&self, class: c_int, event: &CStr) {
-        OWN_EVENT.set(true);
+        OWN_EVENT.store(true, Ordering::Relaxed);
         ffi_key::notify(self.ctx, class, event, &self.name);
-        OWN_EVENT.set(false);
+        OWN_EVENT.store(false, Ordering::Relaxed);
     }
 }
 
@@ -521,19 +522,17 @@ impl Effect<'_> {
     }
 }
 
-thread_local! {
-    /// Set while the module fires a keyspace event of its own (subscribers run synchronously).
-    ///
-    /// Who honours it: the waiters ignore the module's own writes (a grant or a release the module
-    /// makes frees nothing it does not already know of, and it nudges the queues itself). The
-    /// config cache deliberately does not: a SETRATE, a limiter created by `RATE`, a DELETE are the
-    /// module's own writes, and each must forget the configuration kept for the hash it changes.
-    static OWN_EVENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// Set while the module fires a keyspace event of its own (subscribers run synchronously).
+///
+/// Who honours it: the waiters ignore the module's own writes (a grant or a release the module
+/// makes frees nothing it does not already know of, and it nudges the queues itself). The
+/// config cache deliberately does not: a SETRATE, a limiter created by `RATE`, a DELETE are the
+/// module's own writes, and each must forget the configuration kept for the hash it changes.
+static OWN_EVENT: AtomicBool = AtomicBool::new(false);
 
 /// Whether the keyspace event being delivered was fired by the module's own write.
 pub fn is_own_event() -> bool {
-    OWN_EVENT.get()
+    OWN_EVENT.load(Ordering::Relaxed)
 }
 
 /// The score bounds of a span.

@@ -3,7 +3,7 @@
 //!
 //! Layers, each importing only the ones below it:
 //! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`); `globals`:
-//!    the idiom the module's state is kept in, and the one reset a load runs.
+//!    the rule the module's state is kept by, and the one reset a load runs.
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
 //! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
 //!    rule, CANCEL; `tickets`: the table of tickets' fates.
@@ -52,6 +52,7 @@ mod tat;
 mod tickets;
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use commands::doc::{Doc, Keys};
 use ffi::command::Handler;
@@ -208,19 +209,17 @@ impl ffi::config::NumericSetting for GroupDepth {
 /// client must never be able to turn on a command that moves the clock.
 enum DebugCommands {}
 
-thread_local! {
-    /// Whether this load has RATELIMIT.DEBUG: a room of the module's state (see [`globals`]).
-    static DEBUG_COMMANDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// Whether this load has RATELIMIT.DEBUG (set by each load).
+static DEBUG_COMMANDS: AtomicBool = AtomicBool::new(false);
 
 impl ffi::config::BoolSetting for DebugCommands {
     const NAME: &'static CStr = c"debug-commands";
     const IMMUTABLE: bool = true;
     fn get() -> bool {
-        DEBUG_COMMANDS.get()
+        DEBUG_COMMANDS.load(Ordering::Relaxed)
     }
     fn set(value: bool) {
-        DEBUG_COMMANDS.set(value);
+        DEBUG_COMMANDS.store(value, Ordering::Relaxed);
     }
 }
 
@@ -244,7 +243,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let separator = std::ffi::CString::new(options.group_separator.clone()).unwrap_or_default();
     // The load arguments are the configurations' defaults; redis.conf and MODULE LOADEX ...
     // CONFIG override them.
-    DEBUG_COMMANDS.set(options.debug_commands);
+    DEBUG_COMMANDS.store(options.debug_commands, Ordering::Relaxed);
     let registered = ffi::config::register_bool::<ConfigCacheSetting>(ctx, options.config_cache)
         && ffi::config::register_bool::<DebugCommands>(ctx, options.debug_commands)
         && ffi::config::register_bool::<Stats>(ctx, options.stats)
@@ -255,7 +254,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // RATELIMIT.DEBUG exists only with `debug-commands yes`.
-    let debug = if DEBUG_COMMANDS.get() {
+    let debug = if DEBUG_COMMANDS.load(Ordering::Relaxed) {
         ctx.log_notice("ratelimit: debug commands enabled (RATELIMIT.DEBUG); not for production");
         Some(DEBUG)
     } else {

@@ -1,10 +1,9 @@
 //! What `INFO ratelimit` reports: the version (section `ratelimit_module`) and the counters
 //! (section `ratelimit_stats`).
 //!
-//! The counters are a room of the module's state (see [`crate::globals`]): one main-thread
-//! `thread_local!` of plain cells.
+//! The counters are plain numbers of the module's state, so atomics (see [`crate::globals`]).
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::RedisResult;
 
@@ -54,41 +53,24 @@ impl Stat {
     ];
 }
 
-/// The counters' room.
-struct Counters {
-    /// Indexed by `Stat as usize`.
-    counts: [Cell<u64>; 8],
-    /// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked,
-    /// else 0 (see [`ResetWatch`]).
-    reset_pending: Cell<u64>,
-}
+/// The counters, indexed by `Stat as usize`.
+static COUNTS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 
-thread_local! {
-    static COUNTERS: Counters = const {
-        Counters {
-            counts: [const { Cell::new(0) }; 8],
-            reset_pending: Cell::new(0),
-        }
-    };
-}
+/// `total_connections_received` + 1 when a CONFIG RESETSTAT was seen and not yet checked, else 0
+/// (see [`ResetWatch`]).
+static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
 
 /// A counter's value now.
 pub fn get(counter: Stat) -> u64 {
-    COUNTERS.with(|c| c.counts[counter as usize].get())
+    COUNTS[counter as usize].load(Relaxed)
 }
 
 pub fn add(counter: Stat) {
-    COUNTERS.with(|c| {
-        let cell = &c.counts[counter as usize];
-        cell.set(cell.get().wrapping_add(1));
-    });
+    COUNTS[counter as usize].fetch_add(1, Relaxed);
 }
 
 pub fn sub(counter: Stat) {
-    COUNTERS.with(|c| {
-        let cell = &c.counts[counter as usize];
-        cell.set(cell.get().saturating_sub(1));
-    });
+    let _ = COUNTS[counter as usize].fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
 }
 
 /// What a deciding command decided for one limiter.
@@ -124,25 +106,21 @@ pub fn decided(name: &[u8], decision: Decision) {
 /// CONFIG RESETSTAT: zeroes what Redis's own stats would (the counters of events, the groups,
 /// the sketch), not the gauges (`blocked_clients`, `tickets`, the config cache's).
 pub fn reset_stats() {
-    COUNTERS.with(|c| {
-        for (counter, _) in Stat::ALL {
-            if counter != Stat::BlockedClients {
-                c.counts[counter as usize].set(0);
-            }
+    for (counter, _) in Stat::ALL {
+        if counter != Stat::BlockedClients {
+            COUNTS[counter as usize].store(0, Relaxed);
         }
-    });
+    }
     observe::reset_counts();
 }
 
 /// Zeroes every counter and forgets a CONFIG RESETSTAT not yet checked (a fresh load; see
 /// [`crate::globals::reset`]).
 pub(crate) fn reset() {
-    COUNTERS.with(|c| {
-        for cell in &c.counts {
-            cell.set(0);
-        }
-        c.reset_pending.set(0);
-    });
+    for counter in &COUNTS {
+        counter.store(0, Relaxed);
+    }
+    RESET_PENDING.store(0, Relaxed);
 }
 
 /// Counts a command's error reply, and passes the result through.
@@ -169,8 +147,6 @@ impl info::Report for Report {
     }
 }
 
-/// In a crash report too: the module's code runs on the main thread, where the crash of a
-/// command happens; a crash on another thread reports that thread's counters, all 0.
 fn counters_info(info: &mut Info) {
     if !info.section("stats") {
         return;
@@ -223,9 +199,9 @@ fn connections_received() -> Option<u64> {
 
 impl crate::ffi::filter::Filter for ResetWatch {
     fn command(name: &[u8], first: Option<&[u8]>) {
-        let pending = COUNTERS.with(|c| c.reset_pending.get());
+        let pending = RESET_PENDING.load(Relaxed);
         if pending != 0 && !name.eq_ignore_ascii_case(b"exec") {
-            COUNTERS.with(|c| c.reset_pending.set(0));
+            RESET_PENDING.store(0, Relaxed);
             if connections_received().is_some_and(|now| now < pending - 1) {
                 reset_stats();
             }
@@ -234,7 +210,7 @@ impl crate::ffi::filter::Filter for ResetWatch {
             && first.is_some_and(|arg| arg.eq_ignore_ascii_case(b"resetstat"))
         {
             if let Some(before) = connections_received() {
-                COUNTERS.with(|c| c.reset_pending.set(before.saturating_add(1)));
+                RESET_PENDING.store(before.saturating_add(1), Relaxed);
             }
         }
     }

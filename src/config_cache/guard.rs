@@ -3,7 +3,7 @@
 //! configuration of a hash with a field TTL (asked of the server, `HPTTL`, where it does not show
 //! them to modules).
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::{Context, RedisValue};
 
@@ -141,7 +141,7 @@ fn field_ttls(ctx: &Context) -> FieldTtls {
     const NONE: u8 = 1;
     const SHOWN: u8 = 2;
     const ASKED: u8 = 3;
-    match FIELD_TTLS.get() {
+    match FIELD_TTLS.load(Ordering::Relaxed) {
         NONE => return FieldTtls::None,
         SHOWN => return FieldTtls::Shown,
         ASKED => return FieldTtls::Asked,
@@ -163,19 +163,16 @@ fn field_ttls(ctx: &Context) -> FieldTtls {
         FieldTtls::Shown => SHOWN,
         FieldTtls::Asked => ASKED,
     };
-    FIELD_TTLS.set(code);
+    FIELD_TTLS.store(code, Ordering::Relaxed);
     found
 }
 
-thread_local! {
-    /// What [`field_ttls`] found: 0 while not asked yet this load, else its code. Part of the
-    /// config cache's room of the module's state (see [`crate::globals`]).
-    static FIELD_TTLS: Cell<u8> = const { Cell::new(0) };
-}
+/// What [`field_ttls`] found: 0 while not asked yet this load, else its code.
+static FIELD_TTLS: AtomicU8 = AtomicU8::new(0);
 
-/// At load: the server may be another.
+/// At load (see [`crate::globals::reset`]): the server may be another.
 pub(super) fn forget_field_ttls() {
-    FIELD_TTLS.set(0);
+    FIELD_TTLS.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]

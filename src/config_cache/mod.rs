@@ -21,11 +21,12 @@
 //! slot saw last ([`spread`]), and unless nearly all samples find their own, nothing is looked
 //! up or kept. Calls spread over thousands of limiters or more (a limiter per user) then pay a
 //! counter, not the table's memory. The table itself is [`table::Table`]; the module holds one
-//! instance, in the config cache's room of the module's state (see [`crate::globals`]).
+//! instance, a main-thread thread-local (see [`crate::globals`]).
 
 #![forbid(unsafe_code)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
 
@@ -37,37 +38,28 @@ pub use guard::{dataset_changed, keep, key_event, key_removed};
 pub use table::Known;
 use table::Table;
 
-/// The config cache's room.
-struct Room {
-    /// Whether configurations are kept at all (`ratelimit.config-cache`).
-    on: Cell<bool>,
-    /// The module's one table.
-    table: RefCell<Table>,
+thread_local! {
+    /// The module's one table (a structure: see [`crate::globals`]).
+    static TABLE: RefCell<Table> = const { RefCell::new(Table::new()) };
 }
 
-thread_local! {
-    static ROOM: Room = const {
-        Room {
-            on: Cell::new(true),
-            table: RefCell::new(Table::new()),
-        }
-    };
-}
+/// Whether configurations are kept at all (`ratelimit.config-cache`).
+static ON: AtomicBool = AtomicBool::new(true);
 
 /// Runs `f` on the table. Nothing `f` does fires an event or calls back into this module, so
 /// the table is never borrowed twice; entries it hands back are dropped after the borrow.
 fn table<T>(f: impl FnOnce(&mut Table) -> T) -> T {
-    ROOM.with(|room| f(&mut room.table.borrow_mut()))
+    TABLE.with(|table| f(&mut table.borrow_mut()))
 }
 
 pub fn on() -> bool {
-    ROOM.with(|room| room.on.get())
+    ON.load(Ordering::Relaxed)
 }
 
 /// Turns the config cache on or off: off forgets every configuration kept, so none can go stale
 /// while nothing watches for changes.
 pub fn turn(on: bool) {
-    ROOM.with(|room| room.on.set(on));
+    ON.store(on, Ordering::Relaxed);
     if !on {
         forget_all();
     }
@@ -76,10 +68,8 @@ pub fn turn(on: bool) {
 /// At the module's load (see [`crate::globals::reset`]): on, nothing kept, in use until calls
 /// show otherwise, and the server's field TTLs to be asked again.
 pub(crate) fn reset() {
-    let kept = ROOM.with(|room| {
-        room.on.set(true);
-        room.table.replace(Table::new())
-    });
+    ON.store(true, Ordering::Relaxed);
+    let kept = TABLE.with(|table| table.replace(Table::new()));
     drop(kept);
     guard::forget_field_ttls();
 }

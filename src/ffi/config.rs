@@ -153,13 +153,10 @@ pub(crate) trait StringSetting {
     fn set(value: &[u8]) -> Result<(), String>;
 }
 
-thread_local! {
-    /// The string last handed to the server by a getter: the server reads it at once, and it
-    /// is freed when the next getter call replaces it (all on the main thread; see
-    /// [`crate::globals`]).
-    static LAST_GOT: std::cell::Cell<*mut raw::RedisModuleString> =
-        const { std::cell::Cell::new(ptr::null_mut()) };
-}
+/// The string last handed to the server by a getter: the server reads it at once, and it is
+/// freed when the next getter call replaces it (all on the main thread).
+static LAST_GOT: std::sync::atomic::AtomicPtr<raw::RedisModuleString> =
+    std::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
 extern "C" fn get_string<S: StringSetting>(
     _name: *const c_char,
@@ -179,7 +176,7 @@ extern "C" fn get_string<S: StringSetting>(
             value.as_ptr().cast::<c_char>(),
             value.len(),
         );
-        let previous = LAST_GOT.replace(string);
+        let previous = LAST_GOT.swap(string, std::sync::atomic::Ordering::Relaxed);
         if !previous.is_null() {
             free(ptr::null_mut(), previous);
         }

@@ -5,7 +5,8 @@
 pub mod groups;
 pub mod refused;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use groups::{Counts, Groups, Rule};
 use refused::Refused;
@@ -27,62 +28,50 @@ impl Default for State {
     }
 }
 
-/// The counting's room of the module's state (see [`crate::globals`]).
-struct Room {
-    /// `ratelimit.stats`.
-    on: Cell<bool>,
-    /// Made at first use: its sketch's seed is random.
-    state: RefCell<Option<State>>,
+thread_local! {
+    /// The counting's structure (see [`crate::globals`]), made at first use: its sketch's seed
+    /// is random.
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
 }
 
-thread_local! {
-    static ROOM: Room = const {
-        Room {
-            on: Cell::new(true),
-            state: RefCell::new(None),
-        }
-    };
-}
+/// `ratelimit.stats`.
+static ON: AtomicBool = AtomicBool::new(true);
 
 /// Runs `f` on the state. Nothing `f` does calls back into this module, so the state is never
 /// borrowed twice.
 fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    ROOM.with(|room| f(room.state.borrow_mut().get_or_insert_with(State::default)))
+    STATE.with(|state| f(state.borrow_mut().get_or_insert_with(State::default)))
 }
 
 /// Whether decisions are counted per group and in the sketch (`ratelimit.stats`).
 pub fn on() -> bool {
-    ROOM.with(|room| room.on.get())
+    ON.load(Relaxed)
 }
 
 /// Turns the counting on or off; what was counted stays until a reset.
 pub fn turn(on: bool) {
-    ROOM.with(|room| room.on.set(on));
+    ON.store(on, Relaxed);
 }
 
 /// Counts a grant on limiter `name` leaving `remaining` of `limit`, while counting is on.
 pub fn granted(name: &[u8], limit: i64, remaining: i64) {
-    ROOM.with(|room| {
-        if room.on.get() {
-            let mut state = room.state.borrow_mut();
-            let state = state.get_or_insert_with(State::default);
+    if on() {
+        with(|state| {
             let near = groups::near_limit(limit, remaining);
             state.groups.count_name(&state.rule, name, true, near);
-        }
-    });
+        });
+    }
 }
 
 /// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`,
 /// while counting is on.
 pub fn refused(name: &[u8], now_ms: impl FnOnce() -> i64) {
-    ROOM.with(|room| {
-        if room.on.get() {
-            let mut state = room.state.borrow_mut();
-            let state = state.get_or_insert_with(State::default);
+    if on() {
+        with(|state| {
             state.groups.count_name(&state.rule, name, false, false);
             state.refused.add(name, now_ms());
-        }
-    });
+        });
+    }
 }
 
 /// Zeroes the groups and the sketch (CONFIG RESETSTAT), keeping the rule.
@@ -96,10 +85,9 @@ pub fn reset_counts() {
 /// Forgets everything, the rule included, and counts again (a fresh load; see
 /// [`crate::globals::reset`]): the load sets the rule and the setting again.
 pub(crate) fn reset() {
-    ROOM.with(|room| {
-        room.on.set(true);
-        room.state.replace(None);
-    });
+    ON.store(true, Relaxed);
+    let state = STATE.with(|state| state.replace(None));
+    drop(state);
 }
 
 pub fn separator() -> Vec<u8> {

@@ -20,6 +20,8 @@ pub use setrate::{Condition, RateChange};
 
 use std::ops::ControlFlow;
 
+use std::sync::atomic::Ordering;
+
 use redis_module::{Context, ContextFlags};
 
 use crate::args;
@@ -227,5 +229,8 @@ pub fn selected_db(ctx: &Context) -> i32 {
 
 /// At load: notes whether the server is a cluster node.
 pub fn init(ctx: &Context) {
-    open::CLUSTER.set(ctx.get_flags().contains(ContextFlags::CLUSTER));
+    open::CLUSTER.store(
+        ctx.get_flags().contains(ContextFlags::CLUSTER),
+        Ordering::Relaxed,
+    );
 }

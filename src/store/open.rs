@@ -2,6 +2,8 @@
 //! caller's ACL on each derived key, each key's type, and a state split from its hash by a slot
 //! migration.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use redis_module::Context;
 
 use super::{selected_db, LimiterKeys, State};
@@ -97,7 +99,7 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M> {
     /// A state split from its hash by a slot migration, refused (see [`migration`]); nothing to
     /// check outside cluster mode.
     pub(super) fn refuse_split(&self, keys: &[&Key<'_, M>]) -> Result<(), Error> {
-        if !CLUSTER.get() {
+        if !CLUSTER.load(Ordering::Relaxed) {
             return Ok(());
         }
         migration::refuse_split(self.ctx, self.name, keys)
@@ -130,7 +132,7 @@ impl Caller {
 /// not share its slot is refused before anything is read or written (SETRATE NX included, so
 /// no unusable limiter is ever created).
 pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
-    if CLUSTER.get() && !keyspace::derived_keys_share_slot(name) {
+    if CLUSTER.load(Ordering::Relaxed) && !keyspace::derived_keys_share_slot(name) {
         return Err(Error::CrossSlot {
             name: name.to_vec(),
         });
@@ -138,11 +140,8 @@ pub(super) fn refuse_cross_slot(name: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-thread_local! {
-    /// Whether the server runs in cluster mode, which is fixed when it starts: set at each
-    /// load (a room of the module's state, see [`crate::globals`]).
-    pub(super) static CLUSTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// Whether the server runs in cluster mode, which is fixed when it starts.
+pub(super) static CLUSTER: AtomicBool = AtomicBool::new(false);
 
 pub(super) fn expect_kind<M: OpenMode>(key: &Key<'_, M>, kind: KeyType) -> Result<(), Error> {
     match key.key_type() {
