@@ -45,7 +45,7 @@ struct Queue {
     permits: u64,
     wake: Option<TimerId>,
     /// The configuration its limiter was last resolved with, so serving does not read the hash
-    /// again; None once an event said the limiter may have changed (see [`forget_resolved`]).
+    /// again; None once an event said the limiter may have changed (see [`touched`]).
     resolved: Option<Config>,
 }
 
@@ -77,6 +77,9 @@ pub struct Head {
     pub waiter: WaiterId,
     pub state: StateId,
     pub request: Request,
+    /// The configuration the queue's limiter was last resolved with, while no event said it
+    /// changed (see [`touched`]).
+    pub resolved: Option<Config>,
 }
 
 /// A waiter taken out of its queue.
@@ -195,6 +198,7 @@ pub fn head(queue: QueueId) -> Option<Head> {
             waiter: w.id,
             state: q.state.clone(),
             request: w.request.clone(),
+            resolved: q.resolved,
         })
     })
 }
@@ -281,11 +285,6 @@ pub fn set_wake(queue: QueueId, timer: Option<TimerId>) -> Option<TimerId> {
     })
 }
 
-/// The configuration `queue`'s limiter was last resolved with, while no event said it changed.
-pub fn resolved(queue: QueueId) -> Option<Config> {
-    with(|r| r.queues.get(&queue)?.resolved)
-}
-
 /// Keeps the configuration `queue`'s limiter was just resolved with.
 pub fn keep_resolved(queue: QueueId, config: Config) {
     with(|r| {
@@ -295,13 +294,13 @@ pub fn keep_resolved(queue: QueueId, config: Config) {
     });
 }
 
-/// The limiter named `key` in `db` may have changed (its key was written or left): the queues
-/// of its states resolve it again when next served. A write to a state's own keys changes no
-/// configuration, and leaves them be.
-pub fn forget_resolved(db: i32, key: &[u8]) {
+/// `key` in `db` was written or left: the queues watching it (see [`watching`]), of which those
+/// whose limiter's own key it is (its hash, a ONEKEY limiter's one key) resolve it again when
+/// next served. A write to a state's value or permits changes no configuration.
+pub fn touched(db: i32, key: &[u8]) -> Vec<QueueId> {
     with(|r| {
         let Some(queues) = r.watchers.get(&db).and_then(|keys| keys.get(key)) else {
-            return;
+            return Vec::new();
         };
         for id in queues {
             if let Some(q) = r.queues.get_mut(id) {
@@ -310,7 +309,8 @@ pub fn forget_resolved(db: i32, key: &[u8]) {
                 }
             }
         }
-    });
+        queues.clone()
+    })
 }
 
 /// Whole databases changed: every queue resolves its limiter again when next served.
@@ -484,23 +484,27 @@ mod tests {
     fn a_queue_keeps_its_resolution_until_its_limiter_changes() {
         let (q, a, _) = enqueue(state("k"), watched(), bc(72), request(1), config());
         assert_eq!(
-            resolved(q),
+            head(q).unwrap().resolved,
             Some(config()),
             "resolved when the waiter blocked"
         );
-        forget_resolved(0, b"{api}:value");
-        forget_resolved(1, b"api");
+        assert_eq!(touched(0, b"{api}:value"), vec![q]);
+        assert!(touched(1, b"api").is_empty());
         assert_eq!(
-            resolved(q),
+            head(q).unwrap().resolved,
             Some(config()),
             "a state key's write, or another database's limiter, changes no configuration"
         );
-        forget_resolved(0, b"api");
-        assert_eq!(resolved(q), None, "a write to the limiter's hash");
+        assert_eq!(touched(0, b"api"), vec![q]);
+        assert_eq!(
+            head(q).unwrap().resolved,
+            None,
+            "a write to the limiter's hash"
+        );
         keep_resolved(q, config());
-        assert_eq!(resolved(q), Some(config()));
+        assert_eq!(head(q).unwrap().resolved, Some(config()));
         forget_all_resolved();
-        assert_eq!(resolved(q), None, "whole databases changed");
+        assert_eq!(head(q).unwrap().resolved, None, "whole databases changed");
         remove(a);
     }
 }

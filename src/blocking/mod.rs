@@ -100,12 +100,14 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
     Ok(RedisValue::NoReply)
 }
 
-/// Something may have freed permits of limiter `name` (in the context's database).
+/// The module's command may have freed permits of limiter `name` (in the context's database),
+/// or changed it: its queues resolve it again (SETRATE and DELETE change it with the module's
+/// own writes, which [`key_written`] leaves to this), and are checked.
 pub fn nudge(ctx: &Context, name: &[u8]) {
     if queue::is_empty() {
         return;
     }
-    for queue in queue::watching(store::selected_db(ctx), name) {
+    for queue in queue::touched(store::selected_db(ctx), name) {
         schedule(ctx, queue, 0);
     }
 }
@@ -303,23 +305,23 @@ impl Blocker for Waiters {
 /// limiter's one key), the queues of its states resolve it again when next served. Writing is
 /// not allowed here, so it only sets a 0 ms timer.
 ///
-/// The limiter's configuration changes with any event on its key but a TTL change, the
-/// module's own writes included (SETRATE, DELETE, a ONEKEY grant), as for the config cache: the
-/// module's one rule for what a hash event means. A key replaced or gone is also
-/// [`key_removed`]; SWAPDB, FLUSHALL and FLUSHDB are [`dataset_changed`].
+/// The limiter's configuration changes with any event on its key but a TTL change (the config
+/// cache's rule). A key replaced or gone is also [`key_removed`]; SWAPDB, FLUSHALL and FLUSHDB
+/// are [`dataset_changed`].
 pub fn key_written(ctx: &Context, event: &[u8], name: &[u8]) {
-    if queue::is_empty() {
+    // The module's own writes free nothing it does not already know of, and the commands whose
+    // writes change a limiter (SETRATE, DELETE) [`nudge`] its queues themselves: a grant's
+    // writes, three or so per waiter served, cost nothing here.
+    if queue::is_empty() || key::is_own_event() {
         return;
     }
     let db = server::selected_db(ctx);
-    if !matches!(event, b"expire" | b"persist") {
-        queue::forget_resolved(db, name);
-    }
-    // The module's own writes free nothing it does not already know of.
-    if key::is_own_event() {
-        return;
-    }
-    for queue in queue::watching(db, name) {
+    let queues = if matches!(event, b"expire" | b"persist") {
+        queue::watching(db, name)
+    } else {
+        queue::touched(db, name)
+    };
+    for queue in queues {
         schedule(ctx, queue, 0);
     }
 }
@@ -331,8 +333,7 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
     if queue::is_empty() {
         return;
     }
-    queue::forget_resolved(db, key);
-    for queue in queue::watching(db, key) {
+    for queue in queue::touched(db, key) {
         schedule(ctx, queue, 0);
     }
 }

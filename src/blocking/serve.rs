@@ -39,12 +39,17 @@ pub(super) fn serve(ctx: &Context, queue: QueueId) {
             // Resolved once for this turn: the state it is granted on now, which a change of
             // mode may have made another than its queue's. Its ticket is looked up and
             // remembered there, where CANCEL looks. The configuration is the queue's, kept
-            // until an event says the limiter changed; read from the hash only after one.
-            let resolved = match queue::resolved(queue) {
+            // until an event says the limiter changed; read from the hash only after one (the
+            // opening just above may have been one: a hash expired then is gone, and
+            // `resolve_kept` resolves afresh).
+            let resolved = match head.resolved {
                 Some(config) => limiter.resolve_kept(config, client)?,
-                None => limiter.resolve_existing(client)?,
+                None => {
+                    let resolved = limiter.resolve_existing(client)?;
+                    queue::keep_resolved(queue, *resolved.config());
+                    resolved
+                }
             };
-            queue::keep_resolved(queue, *resolved.config());
             let state = resolved.id();
             if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, state, now)) {
                 return Ok(Step::Known(fate));
