@@ -3,7 +3,8 @@
 (callgrind, toggled on the module command dispatcher) for each module build given, side by side:
 ACQUIRE (without and with TICKET), CANCEL of a granted ticket and SETRATE KEEPSTATE with the
 config cache off (`config-cache no`: each resolution a hash read and a parse), TRYACQUIRE and
-ALLOW on one hot limiter and at random over N limiters with it on (the default); and per waiter
+ALLOW on one hot limiter and at random over N limiters with it on (the default), a refused
+TRYACQUIRE on one hot limiter; and per waiter
 served, WAITERS clients blocked in ACQUIRE on one limiter served in one pass (the module's timer
 and the blocked clients' replies: callgrind toggled on `moduleTimerHandler` and
 `moduleHandleBlockedClients`), config cache off and on.
@@ -100,6 +101,11 @@ def on_cases(con, _ctl):
             con.execute_command("RATELIMIT.TRYACQUIRE", "h")
     yield "TRYACQUIRE hot", hot, [("RATELIMIT.TRYACQUIRE", "h")] * CALLS
     yield "ALLOW hot", lambda: None, [("RATELIMIT.ALLOW", "h")] * CALLS
+    # A refusal: counted in INFO and, with ratelimit.stats yes, per group and in the sketch.
+    def full():
+        con.execute_command("RATELIMIT.SETRATE", "r", 1, 60000)
+        con.execute_command("RATELIMIT.TRYACQUIRE", "r")
+    yield "TRYACQUIRE refused, hot", full, [("RATELIMIT.TRYACQUIRE", "r")] * CALLS
     rng = random.Random(7)
     def many():
         for s in range(0, N, 1000):
