@@ -29,6 +29,8 @@
 #               (and redis-cell's CL.THROTTLE with REDIS_CELL=/path/to/libredis_cell.so)
 #   make bench-onekey  the ONEKEY form against three keys, GCRA and the fixed-window, Redisson's and
 #               limits' scripts: CPU, instructions and memory per limiter (bench/onekey.py)
+#   make bench-resolve  resolving a request once: instructions per call and per served waiter,
+#               this tree beside the builds of RESOLVE_BASES (bench/resolve_once.py)
 #   make test-node  the Node package (node/): express-rate-limit's store, over a real server and cluster
 #   make test-node-valkey9  the same against Valkey 9.1.2 (../shared/servers)
 #   make dist-node  the Node package's npm tarball, in target/dist/
@@ -335,6 +337,7 @@ bench: release
 		cargo run --release --example bench -- $(BENCH_ARGS)
 	$(MAKE) bench-stats
 	$(MAKE) bench-onekey
+	$(MAKE) bench-resolve
 
 ## What the counting per group and the most-refused sketch cost: ratelimit.stats yes against no
 ## on one server, hot limiter and 200 000 at random, grant and refusal, time and instructions
@@ -528,4 +531,30 @@ bench-onekey: release deps-node $(PYTHON_VENV)/.installed
 	$(call install_missing,$(BENCH_NEEDS))
 	@"$(REDIS_SERVER)" --version
 	$(PYTHON_VENV)/bin/python bench/onekey.py "$(REDIS_SERVER)" \
+		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"
+
+## Resolving a request once, by instructions (callgrind; bench/resolve_once.py, bench/README.md):
+## ACQUIRE with and without TICKET, CANCEL and SETRATE KEEPSTATE with the config cache off,
+## TRYACQUIRE and ALLOW hot and over 200 000 limiters at random, and a waiter served (config
+## cache off and on), for the release build of each git revision in RESOLVE_BASES and of this
+## tree, side by side in one run. The default base is the parent of the change that resolved a
+## request once; each base is built once, under target/resolve-base/.
+RESOLVE_BASES ?= 692a6ae^
+RESOLVE_BASE_DIR := target/resolve-base
+.PHONY: bench-resolve
+bench-resolve: release $(EXAMPLES_VENV)/.installed
+	$(call install_missing,$(BENCH_NEEDS))
+	@"$(REDIS_SERVER)" --version
+	set -e; modules=""; for rev in $(RESOLVE_BASES); do \
+		sha="$$(git rev-parse --short "$$rev")"; so="$(RESOLVE_BASE_DIR)/$$sha.so"; \
+		if [ ! -f "$$so" ]; then \
+			rm -rf "$(RESOLVE_BASE_DIR)/src-$$sha" && mkdir -p "$(RESOLVE_BASE_DIR)/src-$$sha"; \
+			git archive "$$sha" | tar -x -C "$(RESOLVE_BASE_DIR)/src-$$sha"; \
+			CARGO_TARGET_DIR="$(CURDIR)/$(RESOLVE_BASE_DIR)/target" cargo build --release \
+				--manifest-path "$(RESOLVE_BASE_DIR)/src-$$sha/Cargo.toml"; \
+			cp "$(RESOLVE_BASE_DIR)/target/release/libratelimit.so" "$$so"; \
+		fi; \
+		modules="$$modules $$(realpath "$$so")"; \
+	done; \
+	$(EXAMPLES_VENV)/bin/python bench/resolve_once.py "$(REDIS_SERVER)" $$modules \
 		"$$(realpath "$${CARGO_TARGET_DIR:-target}/release/libratelimit.so")"

@@ -45,6 +45,7 @@ pub fn advance(ms: i64) -> Option<i64> {
     Some(next)
 }
 
+/// Back to the server's clock (also a fresh load's state; see [`crate::globals::reset`]).
 pub fn unfreeze() {
     FROZEN_AT.store(REAL, Ordering::Relaxed);
 }

@@ -63,14 +63,19 @@ static WAITERS: AtomicBool = AtomicBool::new(false);
 /// Whether this load has subscribed to the removal of keys (the KEY server event).
 static REMOVALS: AtomicBool = AtomicBool::new(false);
 
-/// At load: registers the listeners, forgets what an earlier load subscribed to, and
-/// subscribes to the server events of whole databases and to evictions. False if the server
-/// refused evictions (the eviction counter then stays 0).
-pub fn init(ctx: &Context, listeners: &'static Listeners) -> bool {
-    let _ = LISTENERS.set(listeners);
+/// Nothing subscribed yet (a fresh load; see [`crate::globals::reset`]): the server drops a
+/// module's subscriptions when it unloads it.
+pub(crate) fn reset() {
     CONFIG_CACHE.store(false, Ordering::Relaxed);
     WAITERS.store(false, Ordering::Relaxed);
     REMOVALS.store(false, Ordering::Relaxed);
+}
+
+/// At load, after [`reset`]: registers the listeners, and subscribes to the server events of
+/// whole databases and to evictions. False if the server refused evictions (the eviction
+/// counter then stays 0).
+pub fn init(ctx: &Context, listeners: &'static Listeners) -> bool {
+    let _ = LISTENERS.set(listeners);
     server_events::watch_datasets::<Datasets>(ctx);
     server_events::watch_keys::<Evicted>(ctx, raw::REDISMODULE_NOTIFY_EVICTED as c_int)
 }

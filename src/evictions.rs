@@ -13,7 +13,7 @@ use redis_module::Context;
 
 use crate::key::{Key, Read};
 use crate::keyspace::{self, StateKeys};
-use crate::stats;
+use crate::stats::{self, Stat};
 
 /// A key was evicted (an [`events::KeyListener`](crate::events::KeyListener)): counted, and
 /// the first one logged, if it was a limiter's.
@@ -21,7 +21,7 @@ pub fn key_evicted(ctx: &Context, _event: &[u8], key: &[u8]) {
     if !is_limiter_key(ctx, key) {
         return;
     }
-    stats::add(&stats::EVICTED_KEYS);
+    stats::add(Stat::EvictedKeys);
     if !LOGGED.swap(true, Ordering::Relaxed) {
         ctx.log_warning(&format!(
             "ratelimit: a limiter key was evicted ('{}'): with maxmemory, limiters lose state \
@@ -48,7 +48,7 @@ fn is_limiter_key(ctx: &Context, key: &[u8]) -> bool {
 /// Whether the first eviction was logged (this load).
 static LOGGED: AtomicBool = AtomicBool::new(false);
 
-/// At load: the first eviction of this load is logged again.
-pub fn reset() {
+/// At load: the first eviction of this load is logged again (see [`crate::globals::reset`]).
+pub(crate) fn reset() {
     LOGGED.store(false, Ordering::Relaxed);
 }

@@ -2,7 +2,8 @@
 //! who listens to which events, and the registration of every command.
 //!
 //! Layers, each importing only the ones below it:
-//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`).
+//! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`); `globals`:
+//!    the rule the module's state is kept by, and the one reset a load runs.
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
 //! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
 //!    rule, CANCEL; `tickets`: the table of tickets' fates.
@@ -41,6 +42,7 @@ mod events;
 mod evictions;
 #[allow(unsafe_code)]
 mod ffi;
+mod globals;
 mod key;
 mod migration;
 mod observe;
@@ -217,6 +219,7 @@ impl ffi::config::NumericSetting for GroupDepth {
 /// client must never be able to turn on a command that moves the clock.
 enum DebugCommands {}
 
+/// Whether this load has RATELIMIT.DEBUG (set by each load).
 static DEBUG_COMMANDS: AtomicBool = AtomicBool::new(false);
 
 impl ffi::config::BoolSetting for DebugCommands {
@@ -232,9 +235,7 @@ impl ffi::config::BoolSetting for DebugCommands {
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
-    stats::reset();
-    blocking::reset();
-    clock::unfreeze();
+    globals::reset();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let options = match LoadOptions::parse(&args) {
         Ok(options) => options,
@@ -243,9 +244,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    evictions::reset();
     store::init(ctx);
-    config_cache::reset();
     config_cache::turn(options.config_cache);
     if !ffi::filter::init(ctx) {
         ctx.log_warning(
@@ -333,8 +332,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 fn deinit(ctx: &Context) -> Status {
     blocking::stop_all_timers(ctx);
-    // Up to the table's cap of memory, given back to the server now rather than at a next load.
-    tickets::reset();
+    // The tickets, the config cache's strings and the counting's tables, given back to the
+    // server now rather than at a next load.
+    globals::reset();
+    // The module's detached context, which the command filter is registered with.
     ffi::filter::deinit();
     Status::Ok
 }

@@ -3,7 +3,7 @@
 //! Plain bookkeeping with no Redis calls: the serving logic lives in `blocking`. It holds the
 //! handles of blocked clients and timers (ffi's types) but calls nothing on them. Everything here
 //! runs on Redis's main thread (commands, timers and blocked-client callbacks all do), so the
-//! registry is a thread-local.
+//! registry is a thread-local: the waiters' room of the module's state (see [`crate::globals`]).
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::ffi::blocked::BlockedClient;
 use crate::ffi::timer::TimerId;
 use crate::keyspace::StateId;
+use crate::sliding_log::Config;
 
 pub type QueueId = u64;
 pub type WaiterId = u64;
@@ -43,6 +44,9 @@ struct Queue {
     /// the queue in O(1), however many wait.
     permits: u64,
     wake: Option<TimerId>,
+    /// The configuration its limiter was last resolved with, so serving does not read the hash
+    /// again; None once an event said the limiter may have changed (see [`touched`]).
+    resolved: Option<Config>,
 }
 
 #[derive(Default)]
@@ -73,6 +77,9 @@ pub struct Head {
     pub waiter: WaiterId,
     pub state: StateId,
     pub request: Request,
+    /// The configuration the queue's limiter was last resolved with, while no event said it
+    /// changed (see [`touched`]).
+    pub resolved: Option<Config>,
 }
 
 /// A waiter taken out of its queue.
@@ -90,7 +97,7 @@ pub struct Removed {
     pub emptied_wake: Option<TimerId>,
 }
 
-/// Forgets every queue (a fresh load of the module).
+/// Forgets every queue (a fresh load of the module: see [`crate::globals`]).
 pub fn reset() {
     with(|r| *r = Registry::default());
 }
@@ -108,11 +115,13 @@ pub fn queued_permits(state: &StateId) -> Option<u64> {
 }
 
 /// Appends a waiter; returns its queue, its id, and whether it is first in line.
+/// `config` is the configuration the request was just resolved with.
 pub fn enqueue(
     state: StateId,
     watched: [Vec<u8>; 3],
     bc: BlockedClient,
     request: Request,
+    config: Config,
 ) -> (QueueId, WaiterId, bool) {
     with(|r| {
         r.next_id += 1;
@@ -135,6 +144,7 @@ pub fn enqueue(
                         waiters: VecDeque::new(),
                         permits: 0,
                         wake: None,
+                        resolved: None,
                     },
                 );
                 id
@@ -148,6 +158,7 @@ pub fn enqueue(
                 .push(waiter_id);
         }
         if let Some(queue) = r.queues.get_mut(&queue_id) {
+            queue.resolved = Some(config);
             first = queue.waiters.is_empty();
             queue.permits = queue.permits.saturating_add(u64::from(request.permits));
             queue.waiters.push_back(Waiter {
@@ -187,6 +198,7 @@ pub fn head(queue: QueueId) -> Option<Head> {
             waiter: w.id,
             state: q.state.clone(),
             request: w.request.clone(),
+            resolved: q.resolved,
         })
     })
 }
@@ -273,6 +285,43 @@ pub fn set_wake(queue: QueueId, timer: Option<TimerId>) -> Option<TimerId> {
     })
 }
 
+/// Keeps the configuration `queue`'s limiter was just resolved with.
+pub fn keep_resolved(queue: QueueId, config: Config) {
+    with(|r| {
+        if let Some(q) = r.queues.get_mut(&queue) {
+            q.resolved = Some(config);
+        }
+    });
+}
+
+/// `key` in `db` was written or left: the queues watching it (see [`watching`]), of which those
+/// whose limiter's own key it is (its hash, a ONEKEY limiter's one key) resolve it again when
+/// next served. A write to a state's value or permits changes no configuration.
+pub fn touched(db: i32, key: &[u8]) -> Vec<QueueId> {
+    with(|r| {
+        let Some(queues) = r.watchers.get(&db).and_then(|keys| keys.get(key)) else {
+            return Vec::new();
+        };
+        for id in queues {
+            if let Some(q) = r.queues.get_mut(id) {
+                if q.watched[0] == key {
+                    q.resolved = None;
+                }
+            }
+        }
+        queues.clone()
+    })
+}
+
+/// Whole databases changed: every queue resolves its limiter again when next served.
+pub fn forget_all_resolved() {
+    with(|r| {
+        for q in r.queues.values_mut() {
+            q.resolved = None;
+        }
+    });
+}
+
 pub fn exists(queue: QueueId) -> bool {
     with(|r| r.queues.contains_key(&queue))
 }
@@ -334,14 +383,25 @@ mod tests {
         ]
     }
 
+    fn config() -> Config {
+        Config {
+            rate: 10,
+            interval: 1000,
+            mode: crate::sliding_log::Mode::Overall,
+            keep_alive: 0,
+            precision: 1,
+        }
+    }
+
     fn bc(n: usize) -> BlockedClient {
         BlockedClient::for_test(n)
     }
 
     #[test]
     fn waiters_are_served_in_arrival_order() {
-        let (q, first, is_first) = enqueue(state("a"), watched(), bc(8), request(10));
-        let (q2, second, is_second_first) = enqueue(state("a"), watched(), bc(16), request(1));
+        let (q, first, is_first) = enqueue(state("a"), watched(), bc(8), request(10), config());
+        let (q2, second, is_second_first) =
+            enqueue(state("a"), watched(), bc(16), request(1), config());
         assert_eq!(q, q2);
         assert!(is_first && !is_second_first);
         assert_eq!(queued_permits(&state("a")), Some(11));
@@ -383,8 +443,8 @@ mod tests {
 
     #[test]
     fn removing_from_the_middle_keeps_the_head() {
-        let (q, a, _) = enqueue(state("m"), watched(), bc(24), request(1));
-        let (_, b, _) = enqueue(state("m"), watched(), bc(32), request(2));
+        let (q, a, _) = enqueue(state("m"), watched(), bc(24), request(1), config());
+        let (_, b, _) = enqueue(state("m"), watched(), bc(32), request(2), config());
         set_deadline(b, 5);
         let removed = remove(b).unwrap();
         assert!(!removed.was_head);
@@ -404,10 +464,10 @@ mod tests {
             ticket: Some(ticket.as_bytes().to_vec()),
             ..request(1)
         };
-        let (_, a, _) = enqueue(state("t"), watched(), bc(40), ticketed("x"));
-        let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1));
-        let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"));
-        let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"));
+        let (_, a, _) = enqueue(state("t"), watched(), bc(40), ticketed("x"), config());
+        let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1), config());
+        let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"), config());
+        let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"), config());
         assert_eq!(ids(with_ticket(b"x")), vec![a, c, d]);
         assert_eq!(with_ticket(b"x")[0], (a, 0, ticketed("x")));
         assert!(with_ticket(b"y").is_empty());
@@ -418,5 +478,33 @@ mod tests {
         }
         assert!(with_ticket(b"x").is_empty());
         with(|r| assert!(r.by_ticket.is_empty()));
+    }
+
+    #[test]
+    fn a_queue_keeps_its_resolution_until_its_limiter_changes() {
+        let (q, a, _) = enqueue(state("k"), watched(), bc(72), request(1), config());
+        assert_eq!(
+            head(q).unwrap().resolved,
+            Some(config()),
+            "resolved when the waiter blocked"
+        );
+        assert_eq!(touched(0, b"{api}:value"), vec![q]);
+        assert!(touched(1, b"api").is_empty());
+        assert_eq!(
+            head(q).unwrap().resolved,
+            Some(config()),
+            "a state key's write, or another database's limiter, changes no configuration"
+        );
+        assert_eq!(touched(0, b"api"), vec![q]);
+        assert_eq!(
+            head(q).unwrap().resolved,
+            None,
+            "a write to the limiter's hash"
+        );
+        keep_resolved(q, config());
+        assert_eq!(head(q).unwrap().resolved, Some(config()));
+        forget_all_resolved();
+        assert_eq!(head(q).unwrap().resolved, None, "whole databases changed");
+        remove(a);
     }
 }

@@ -1,7 +1,7 @@
 //! What `INFO ratelimit` reports: the version (section `ratelimit_module`) and the counters
 //! (section `ratelimit_stats`).
 //!
-//! Commands run on Redis's main thread; atomics only make the statics safe to declare.
+//! The counters are plain numbers of the module's state, so atomics (see [`crate::globals`]).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -13,26 +13,66 @@ use crate::ffi::info::{self, Info};
 use crate::observe;
 use crate::tickets;
 
-/// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
-/// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never in
-/// the store, so the server re-checking a blocked waiter counts nothing until it is answered.
-pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
-/// Requests refused (by [`decided`]): the same commands answered with a wait hint or limited
-/// at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or nowhere, after
-/// CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
-pub static REFUSED: AtomicU64 = AtomicU64::new(0);
-/// Commands that replied with an error.
-pub static ERRORS: AtomicU64 = AtomicU64::new(0);
-/// Clients blocked in ACQUIRE right now.
-pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
-/// ACQUIRE calls that blocked, ever.
-pub static WAITS: AtomicU64 = AtomicU64::new(0);
-/// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
-pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
-/// RATELIMIT.CANCEL calls that ended a wait or gave a grant back.
-pub static CANCELS: AtomicU64 = AtomicU64::new(0);
-/// Keys of limiters the server evicted (maxmemory), ever.
-pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
+/// A counter of `INFO ratelimit`'s `ratelimit_stats` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Requests granted: TRYACQUIRE, ACQUIRE (at once or after waiting), ALLOW, ALLOWALL,
+    /// CL.THROTTLE and GCRA. Counted by [`decided`] where a client's request is decided, never
+    /// in the store, so the server re-checking a blocked waiter counts nothing until it is
+    /// answered.
+    Acquired,
+    /// Requests refused (by [`decided`]): the same commands answered with a wait hint or
+    /// limited at once. A blocked ACQUIRE answered with a wait hint counts in `timeouts` (or
+    /// nowhere, after CANCEL or CLIENT UNBLOCK) as before, and as a refusal of its group.
+    Refused,
+    /// Commands that replied with an error.
+    Errors,
+    /// Clients blocked in ACQUIRE right now (a gauge).
+    BlockedClients,
+    /// ACQUIRE calls that blocked, ever.
+    Waits,
+    /// ACQUIRE calls whose TIMEOUT ran out before their permits were granted.
+    Timeouts,
+    /// RATELIMIT.CANCEL calls that ended a wait or gave a grant back.
+    Cancels,
+    /// Keys of limiters the server evicted (maxmemory), ever.
+    EvictedKeys,
+}
+
+impl Stat {
+    /// Every counter, in INFO's order, with its field name.
+    const ALL: [(Stat, &'static str); 8] = [
+        (Stat::Acquired, "acquired"),
+        (Stat::Refused, "refused"),
+        (Stat::Errors, "errors"),
+        (Stat::BlockedClients, "blocked_clients"),
+        (Stat::Waits, "waits"),
+        (Stat::Timeouts, "timeouts"),
+        (Stat::Cancels, "cancels"),
+        (Stat::EvictedKeys, "evicted_keys"),
+    ];
+}
+
+/// The counters, indexed by `Stat as usize`.
+static COUNTS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+/// The server's `total_commands_processed` + 1 when a CONFIG RESETSTAT was seen and not yet
+/// checked, else 0; and its `total_connections_received` then (see [`ResetWatch`]).
+static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
+static RESET_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// A counter's value now.
+pub fn get(counter: Stat) -> u64 {
+    COUNTS[counter as usize].load(Relaxed)
+}
+
+pub fn add(counter: Stat) {
+    COUNTS[counter as usize].fetch_add(1, Relaxed);
+}
+
+pub fn sub(counter: Stat) {
+    let _ = COUNTS[counter as usize].fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+}
 
 /// What a deciding command decided for one limiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,18 +92,14 @@ pub enum Decision {
 pub fn decided(name: &[u8], decision: Decision) {
     match decision {
         Decision::Granted { limit, remaining } => {
-            add(&ACQUIRED);
-            if observe::on() {
-                observe::granted(name, limit, remaining);
-            }
+            add(Stat::Acquired);
+            observe::granted(name, limit, remaining);
         }
         Decision::Refused | Decision::WaitEnded => {
             if decision == Decision::Refused {
-                add(&REFUSED);
+                add(Stat::Refused);
             }
-            if observe::on() {
-                observe::refused(name, clock::now_ms());
-            }
+            observe::refused(name, clock::now_ms);
         }
     }
 }
@@ -71,49 +107,28 @@ pub fn decided(name: &[u8], decision: Decision) {
 /// CONFIG RESETSTAT: zeroes what Redis's own stats would (the counters of events, the groups,
 /// the sketch), not the gauges (`blocked_clients`, `tickets`, the config cache's).
 pub fn reset_stats() {
-    for counter in [
-        &ACQUIRED,
-        &REFUSED,
-        &ERRORS,
-        &WAITS,
-        &TIMEOUTS,
-        &CANCELS,
-        &EVICTED_KEYS,
-    ] {
+    for (counter, _) in Stat::ALL {
+        if counter != Stat::BlockedClients {
+            COUNTS[counter as usize].store(0, Relaxed);
+        }
+    }
+    observe::reset_counts();
+}
+
+/// Zeroes every counter and forgets a CONFIG RESETSTAT not yet checked (a fresh load; see
+/// [`crate::globals::reset`]).
+pub(crate) fn reset() {
+    for counter in &COUNTS {
         counter.store(0, Relaxed);
     }
-    observe::reset();
-}
-
-/// Zeroes every counter (a fresh load of the module).
-pub fn reset() {
-    for counter in [
-        &ACQUIRED,
-        &REFUSED,
-        &ERRORS,
-        &BLOCKED_CLIENTS,
-        &WAITS,
-        &TIMEOUTS,
-        &CANCELS,
-        &EVICTED_KEYS,
-    ] {
-        counter.store(0, Relaxed);
-    }
-    observe::reset();
-}
-
-pub fn add(counter: &AtomicU64) {
-    counter.fetch_add(1, Relaxed);
-}
-
-pub fn sub(counter: &AtomicU64) {
-    let _ = counter.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+    RESET_PENDING.store(0, Relaxed);
+    RESET_CONNECTIONS.store(0, Relaxed);
 }
 
 /// Counts a command's error reply, and passes the result through.
 pub fn counted(result: RedisResult) -> RedisResult {
     if result.is_err() {
-        add(&ERRORS);
+        add(Stat::Errors);
     }
     result
 }
@@ -138,17 +153,8 @@ fn counters_info(info: &mut Info) {
     if !info.section("stats") {
         return;
     }
-    for (name, counter) in [
-        ("acquired", &ACQUIRED),
-        ("refused", &REFUSED),
-        ("errors", &ERRORS),
-        ("blocked_clients", &BLOCKED_CLIENTS),
-        ("waits", &WAITS),
-        ("timeouts", &TIMEOUTS),
-        ("cancels", &CANCELS),
-        ("evicted_keys", &EVICTED_KEYS),
-    ] {
-        info.count(name, counter.load(Relaxed));
+    for (counter, name) in Stat::ALL {
+        info.count(name, get(counter));
     }
     // The tickets of ACQUIRE calls remembered for a resend or a CANCEL.
     info.count("tickets", u64::try_from(tickets::len()).unwrap_or(u64::MAX));
@@ -159,8 +165,8 @@ fn counters_info(info: &mut Info) {
 }
 
 /// `ratelimit_group_<name>:grants=..,refusals=..,near_limit=..` per group, then the overflow
-/// group's line and `ratelimit_overflow_groups`. Left out of a crash report: the groups are read
-/// under a lock the crashing code may hold.
+/// group's line and `ratelimit_overflow_groups`. Left out of a crash report: the crash may have
+/// come in the middle of counting, with the groups half updated.
 fn groups_info(info: &mut Info) {
     if info.for_crash_report() || !info.section("groups") {
         return;
@@ -202,11 +208,6 @@ pub fn turn_counting(on: bool) {
 /// command; so a RESETSTAT is missed only when nothing ran since the last one, when there is
 /// nothing to zero (a refused RESETSTAT, as for a user without the right, is not counted).
 pub enum ResetWatch {}
-
-/// The server's `total_commands_processed` + 1 when a CONFIG RESETSTAT was seen and not yet
-/// checked, else 0; and its `total_connections_received` then.
-static RESET_PENDING: AtomicU64 = AtomicU64::new(0);
-static RESET_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// The server's commands processed and connections received, as INFO counts them.
 fn server_counts() -> Option<(u64, u64)> {

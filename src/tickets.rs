@@ -95,8 +95,8 @@ fn with<R>(f: impl FnOnce(&mut TicketTable) -> R) -> R {
     TABLE.with(|table| f(&mut table.borrow_mut()))
 }
 
-/// Forgets every ticket (a load or an unload of the module, whole databases changed).
-pub fn reset() {
+/// Forgets every ticket (whole databases changed, or a fresh load: see [`crate::globals`]).
+pub fn forget_all() {
     with(|t| *t = TicketTable::default());
 }
 
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn a_grant_is_remembered_on_its_state_until_it_lapses() {
-        reset();
+        forget_all();
         granted(b"t", state("a"), entry(100), 7, 1100, 100);
         assert_eq!(
             fate(b"t", &state("a"), 1099),
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn cancel_hands_back_the_grant_once_and_remembers_the_cancel() {
-        reset();
+        forget_all();
         granted(b"t", state("a"), entry(5), 7, 1005, 5);
         assert_eq!(cancel(b"t", &state("a"), 10), Some((entry(5), 7)));
         assert_eq!(fate(b"t", &state("a"), 11), Some(Fate::Cancelled));
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_table_keeps_within_its_capacity_oldest_dropped_first() {
-        reset();
+        forget_all();
         for i in 0..CAPACITY + 10 {
             let ticket = i.to_string();
             granted(ticket.as_bytes(), state("a"), entry(0), 1, 1000, 0);
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn a_full_table_sweeps_out_lapsed_tickets_before_a_live_one() {
-        reset();
+        forget_all();
         // A cancel, kept ten minutes, in front of grants lapsing at 100.
         assert_eq!(cancel(b"long", &state("a"), 0), None);
         for i in 1..CAPACITY {
@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(fate(b"long", &state("a"), 201), Some(Fate::Cancelled));
         with(|t| assert_eq!(t.order.len(), 2));
         // Full of live tickets: the oldest goes.
-        reset();
+        forget_all();
         for i in 0..=CAPACITY {
             granted(i.to_string().as_bytes(), state("a"), entry(0), 1, 100, 0);
         }

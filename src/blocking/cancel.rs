@@ -9,7 +9,7 @@ use super::{after_leaving, nudge, queued, take, unblock, Served};
 use crate::clock;
 use crate::error::Error;
 use crate::key::Write;
-use crate::stats::{self, Decision};
+use crate::stats::{self, Decision, Stat};
 use crate::store::LimiterKeys;
 use crate::tickets::{self, Fate};
 
@@ -56,7 +56,7 @@ pub fn cancel(
     drop(resolved);
     drop(limiter);
     if given_back > 0 || ended > 0 {
-        stats::add(&stats::CANCELS);
+        stats::add(Stat::Cancels);
     }
     if given_back > 0 {
         nudge(ctx, key);

@@ -33,7 +33,8 @@ use crate::ffi::timer::{self, Timer};
 use crate::key::{self, OpenMode, Read};
 use crate::keyspace::StateId;
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
-use crate::stats::{self, Decision};
+use crate::sliding_log::Config;
+use crate::stats::{self, Decision, Stat};
 use crate::store::{self, LimiterKeys, Resolved};
 use crate::tickets::{self, Fate};
 use serve::serve;
@@ -66,6 +67,8 @@ pub struct Wait {
     /// The state it waits on and the keys whose writes may free its permits.
     pub state: StateId,
     pub watched: [Vec<u8>; 3],
+    /// The configuration it was refused under, kept with its queue for serving.
+    pub config: Config,
     pub request: Request,
     /// 0 waits forever.
     pub timeout_ms: i64,
@@ -80,9 +83,10 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
         stats::decided(&wait.request.name, Decision::Refused);
         return Ok(RedisValue::Integer(wait.hint_ms));
     };
-    let (queue, waiter, first) = queue::enqueue(wait.state, wait.watched, bc, wait.request);
-    stats::add(&stats::WAITS);
-    stats::add(&stats::BLOCKED_CLIENTS);
+    let (queue, waiter, first) =
+        queue::enqueue(wait.state, wait.watched, bc, wait.request, wait.config);
+    stats::add(Stat::Waits);
+    stats::add(Stat::BlockedClients);
     if wait.timeout_ms > 0 {
         if let Some(timer) = timer::start::<Deadline>(ctx, wait.timeout_ms, waiter) {
             queue::set_deadline(waiter, timer);
@@ -96,12 +100,14 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
     Ok(RedisValue::NoReply)
 }
 
-/// Something may have freed permits of limiter `name` (in the context's database).
+/// The module's command may have freed permits of limiter `name` (in the context's database),
+/// or changed it: its queues resolve it again (SETRATE and DELETE change it with the module's
+/// own writes, which [`key_written`] leaves to this), and are checked.
 pub fn nudge(ctx: &Context, name: &[u8]) {
     if queue::is_empty() {
         return;
     }
-    for queue in queue::watching(store::selected_db(ctx), name) {
+    for queue in queue::touched(store::selected_db(ctx), name) {
         schedule(ctx, queue, 0);
     }
 }
@@ -111,7 +117,8 @@ pub fn nudge(ctx: &Context, name: &[u8]) {
 /// that are not theirs; so every ticket is forgotten (a CANCEL then gives nothing back: the
 /// limiter admits less, never more). And every queue checks its limiter.
 pub fn dataset_changed(ctx: &Context) {
-    tickets::reset();
+    tickets::forget_all();
+    queue::forget_all_resolved();
     nudge_all(ctx);
 }
 
@@ -129,11 +136,10 @@ pub fn stop_all_timers(ctx: &Context) {
     }
 }
 
-/// Forgets everything a previous load of the module left in its statics: a module unloaded and
-/// loaded again may find its library still mapped, statics and all.
-pub fn reset() {
+/// The waiters' and the tickets' rooms back to empty (see [`crate::globals::reset`]).
+pub(crate) fn reset() {
     queue::reset();
-    tickets::reset();
+    tickets::forget_all();
 }
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
@@ -155,7 +161,7 @@ fn take(ctx: &Context, waiter: WaiterId) -> Option<Removed> {
     for timer in removed.deadline.into_iter().chain(removed.emptied_wake) {
         timer::stop(ctx, timer);
     }
-    stats::sub(&stats::BLOCKED_CLIENTS);
+    stats::sub(Stat::BlockedClients);
     Some(removed)
 }
 
@@ -237,11 +243,11 @@ impl Timer for Deadline {
         if let Some(timer) = removed.emptied_wake.take() {
             timer::stop(ctx, timer);
         }
-        stats::sub(&stats::BLOCKED_CLIENTS);
+        stats::sub(Stat::BlockedClients);
         let served = hint_for(ctx, &removed);
         // A waiter whose ticket was granted meanwhile is answered as acquired: not a timeout.
         if matches!(served, Served::Wait(_)) {
-            stats::add(&stats::TIMEOUTS);
+            stats::add(Stat::Timeouts);
         }
         unblock(removed.bc, served);
         after_leaving(ctx, &removed);
@@ -295,13 +301,27 @@ impl Blocker for Waiters {
 }
 
 /// A write to some key (see [`events::KeyListener`]): if it is a key a queue watches, that
-/// queue may be servable now. Writing is not allowed here, so it only sets a 0 ms timer.
-pub fn key_written(ctx: &Context, _event: &[u8], name: &[u8]) {
-    // The module's own writes free nothing it does not already know of.
+/// queue may be servable now, and if it is a limiter's own key (its hash, or a ONEKEY
+/// limiter's one key), the queues of its states resolve it again when next served. Writing is
+/// not allowed here, so it only sets a 0 ms timer.
+///
+/// The limiter's configuration changes with any event on its key but a TTL change (the config
+/// cache's rule). A key replaced or gone is also [`key_removed`]; SWAPDB, FLUSHALL and FLUSHDB
+/// are [`dataset_changed`].
+pub fn key_written(ctx: &Context, event: &[u8], name: &[u8]) {
+    // The module's own writes free nothing it does not already know of, and the commands whose
+    // writes change a limiter (SETRATE, DELETE) [`nudge`] its queues themselves: a grant's
+    // writes, three or so per waiter served, cost nothing here.
     if queue::is_empty() || key::is_own_event() {
         return;
     }
-    for queue in queue::watching(server::selected_db(ctx), name) {
+    let db = server::selected_db(ctx);
+    let queues = if matches!(event, b"expire" | b"persist") {
+        queue::watching(db, name)
+    } else {
+        queue::touched(db, name)
+    };
+    for queue in queues {
         schedule(ctx, queue, 0);
     }
 }
@@ -313,7 +333,7 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
     if queue::is_empty() {
         return;
     }
-    for queue in queue::watching(db, key) {
+    for queue in queue::touched(db, key) {
         schedule(ctx, queue, 0);
     }
 }

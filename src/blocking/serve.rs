@@ -38,8 +38,18 @@ pub(super) fn serve(ctx: &Context, queue: QueueId) {
         let step = LimiterKeys::<Write>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
             // Resolved once for this turn: the state it is granted on now, which a change of
             // mode may have made another than its queue's. Its ticket is looked up and
-            // remembered there, where CANCEL looks.
-            let resolved = limiter.resolve_existing(client)?;
+            // remembered there, where CANCEL looks. The configuration is the queue's, kept
+            // until an event says the limiter changed; read from the hash only after one (the
+            // opening just above may have been one: a hash expired then is gone, and
+            // `resolve_kept` resolves afresh).
+            let resolved = match head.resolved {
+                Some(config) => limiter.resolve_kept(config, client)?,
+                None => {
+                    let resolved = limiter.resolve_existing(client)?;
+                    queue::keep_resolved(queue, *resolved.config());
+                    resolved
+                }
+            };
             let state = resolved.id();
             if let Some(fate) = ticket.and_then(|ticket| tickets::fate(ticket, state, now)) {
                 return Ok(Step::Known(fate));

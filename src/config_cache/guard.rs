@@ -170,7 +170,7 @@ fn field_ttls(ctx: &Context) -> FieldTtls {
 /// What [`field_ttls`] found: 0 while not asked yet this load, else its code.
 static FIELD_TTLS: AtomicU8 = AtomicU8::new(0);
 
-/// At load: the server may be another.
+/// At load (see [`crate::globals::reset`]): the server may be another.
 pub(super) fn forget_field_ttls() {
     FIELD_TTLS.store(0, Ordering::Relaxed);
 }

@@ -21,12 +21,12 @@
 //! slot saw last ([`spread`]), and unless nearly all samples find their own, nothing is looked
 //! up or kept. Calls spread over thousands of limiters or more (a limiter per user) then pay a
 //! counter, not the table's memory. The table itself is [`table::Table`]; the module holds one
-//! instance, behind a lock.
+//! instance, a main-thread thread-local (see [`crate::globals`]).
 
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redis_module::Context;
 
@@ -38,17 +38,19 @@ pub use guard::{dataset_changed, keep, key_event, key_removed};
 pub use table::Known;
 use table::Table;
 
-/// The module's one table.
-static CACHE: Mutex<Table> = Mutex::new(Table::new());
-
-fn table() -> MutexGuard<'static, Table> {
-    // Nothing panics while holding the lock; were it poisoned, the table is still consistent
-    // (every write is a whole-slot assignment).
-    CACHE.lock().unwrap_or_else(PoisonError::into_inner)
+thread_local! {
+    /// The module's one table (a structure: see [`crate::globals`]).
+    static TABLE: RefCell<Table> = const { RefCell::new(Table::new()) };
 }
 
 /// Whether configurations are kept at all (`ratelimit.config-cache`).
 static ON: AtomicBool = AtomicBool::new(true);
+
+/// Runs `f` on the table. Nothing `f` does fires an event or calls back into this module, so
+/// the table is never borrowed twice; entries it hands back are dropped after the borrow.
+fn table<T>(f: impl FnOnce(&mut Table) -> T) -> T {
+    TABLE.with(|table| f(&mut table.borrow_mut()))
+}
 
 pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
@@ -63,10 +65,12 @@ pub fn turn(on: bool) {
     }
 }
 
-/// At the module's load: nothing kept, in use until calls show otherwise, and the server's
-/// field TTLs to be asked again.
-pub fn reset() {
-    *table() = Table::new();
+/// At the module's load (see [`crate::globals::reset`]): on, nothing kept, in use until calls
+/// show otherwise, and the server's field TTLs to be asked again.
+pub(crate) fn reset() {
+    ON.store(true, Ordering::Relaxed);
+    let kept = TABLE.with(|table| table.replace(Table::new()));
+    drop(kept);
     guard::forget_field_ttls();
 }
 
@@ -76,46 +80,46 @@ pub fn lookup(ctx: &Context, db: i32, name: &[u8]) -> Option<Known> {
     if !on() {
         return None;
     }
-    table().lookup(ctx, db, name)
+    table(|t| t.lookup(ctx, db, name))
 }
 
 /// Whether a configuration just read for `name` in `db` should be kept (see [`Table::admits`]).
 fn admits(db: i32, name: &[u8]) -> bool {
-    on() && table().admits(db, name)
+    on() && table(|t| t.admits(db, name))
 }
 
 /// Keeps a configuration read from a hash of `fields` fields (see [`Table::remember`]).
 fn remember(db: i32, name: &[u8], fields: usize, config: crate::sliding_log::Config) {
-    let replaced = table().remember(db, name, fields, config);
-    // The entry replaced is freed outside the lock.
+    let replaced = table(|t| t.remember(db, name, fields, config));
+    // The entry replaced is freed outside the borrow.
     drop(replaced);
 }
 
 /// Forgets what is kept for `name` in `db`: its hash changed or is gone.
 fn forget(db: i32, name: &[u8]) {
-    let forgotten = table().forget(db, name);
+    let forgotten = table(|t| t.forget(db, name));
     drop(forgotten);
 }
 
 /// Forgets every configuration kept: a whole database changed at once.
 pub fn forget_all() {
-    table().forget_all();
+    table(Table::forget_all);
 }
 
 /// Holds the table in use whatever the calls' spread, or lets the spread decide again from a new
 /// window (`RATELIMIT.DEBUG CONFIGCACHE ALWAYS|AUTO`): for tests of what is kept, which call on
 /// many limiters in a row.
 pub fn hold_in_use(held: bool) {
-    table().hold_in_use(held);
+    table(|t| t.hold_in_use(held));
 }
 
 /// Whether the config cache is in use now (INFO ratelimit): on, and calls come back to few
 /// enough limiters (see [`spread`]).
 pub fn in_use() -> bool {
-    on() && table().in_use()
+    on() && table(|t| t.in_use())
 }
 
 /// How many configurations are kept now (INFO ratelimit). O(slots): for INFO, not a command.
 pub fn kept() -> usize {
-    table().kept()
+    table(|t| t.kept())
 }

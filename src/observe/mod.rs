@@ -4,8 +4,8 @@
 
 pub use ratelimit_core::observe::{groups, refused};
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use groups::{Counts, Groups, Rule};
 use refused::Refused;
@@ -27,13 +27,19 @@ impl Default for State {
     }
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+thread_local! {
+    /// The counting's structure (see [`crate::globals`]), made at first use: its sketch's seed
+    /// is random.
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+}
+
+/// `ratelimit.stats`.
 static ON: AtomicBool = AtomicBool::new(true);
 
+/// Runs `f` on the state. Nothing `f` does calls back into this module, so the state is never
+/// borrowed twice.
 fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    let mut guard: MutexGuard<'_, Option<State>> =
-        STATE.lock().unwrap_or_else(PoisonError::into_inner);
-    f(guard.get_or_insert_with(State::default))
+    STATE.with(|state| f(state.borrow_mut().get_or_insert_with(State::default)))
 }
 
 /// Whether decisions are counted per group and in the sketch (`ratelimit.stats`).
@@ -46,28 +52,41 @@ pub fn turn(on: bool) {
     ON.store(on, Relaxed);
 }
 
-/// Counts a grant on limiter `name` leaving `remaining` of `limit`.
+/// Counts a grant on limiter `name` leaving `remaining` of `limit`, while counting is on.
 pub fn granted(name: &[u8], limit: i64, remaining: i64) {
-    with(|state| {
-        let near = groups::near_limit(limit, remaining);
-        state.groups.count_name(&state.rule, name, true, near);
-    });
+    if on() {
+        with(|state| {
+            let near = groups::near_limit(limit, remaining);
+            state.groups.count_name(&state.rule, name, true, near);
+        });
+    }
 }
 
-/// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`.
-pub fn refused(name: &[u8], now_ms: i64) {
-    with(|state| {
-        state.groups.count_name(&state.rule, name, false, false);
-        state.refused.add(name, now_ms);
-    });
+/// Counts a refusal on limiter `name`, in its group and in the sketch's window of `now_ms`,
+/// while counting is on.
+pub fn refused(name: &[u8], now_ms: impl FnOnce() -> i64) {
+    if on() {
+        with(|state| {
+            state.groups.count_name(&state.rule, name, false, false);
+            state.refused.add(name, now_ms());
+        });
+    }
 }
 
-/// Zeroes the groups and the sketch (CONFIG RESETSTAT, a load, a change of rule).
-pub fn reset() {
+/// Zeroes the groups and the sketch (CONFIG RESETSTAT), keeping the rule.
+pub fn reset_counts() {
     with(|state| {
         state.groups = Groups::default();
         state.refused = Refused::with_seed(rand::random());
     });
+}
+
+/// Forgets everything, the rule included, and counts again (a fresh load; see
+/// [`crate::globals::reset`]): the load sets the rule and the setting again.
+pub(crate) fn reset() {
+    ON.store(true, Relaxed);
+    let state = STATE.with(|state| state.replace(None));
+    drop(state);
 }
 
 pub fn separator() -> Vec<u8> {

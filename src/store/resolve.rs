@@ -145,6 +145,24 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
         self.resolve(configuration, client)
     }
 
+    /// Resolves a limiter for `client` with a configuration resolved earlier and kept while no
+    /// event said the limiter changed (a queue of waiters keeps one): the hash is not read
+    /// again. A limiter whose key is gone is resolved afresh, and fails as not initialized.
+    pub fn resolve_kept(
+        &self,
+        config: Config,
+        client: Option<&[u8]>,
+    ) -> Result<Resolved<'c, M, D>, Error> {
+        if !self.hash.exists() {
+            return self.resolve_existing(client);
+        }
+        let configuration = Configuration {
+            config,
+            creates: false,
+        };
+        self.resolve(configuration, client)
+    }
+
     /// Resolves a limiter that must exist, for `client`.
     pub fn resolve_existing(&self, client: Option<&[u8]>) -> Result<Resolved<'c, M, D>, Error> {
         let configuration = self.configuration(None)?;

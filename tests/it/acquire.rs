@@ -924,3 +924,158 @@ fn a_timed_out_waiter_is_told_the_wait_behind_the_queue() {
     let head = served(head);
     assert_eq!(head.reply, Reply::Acquired, "the head is served at +1200");
 }
+
+// ---- the limiter changed under its waiters ---------------------------------------------------
+
+/// A queue keeps the configuration its limiter was resolved with between checks, and resolves
+/// it again only when an event says the limiter changed. Each way of changing it: `api` allows
+/// 2 per 60 s, both taken at T0, and a waiter has been checked once more by the clock (at
+/// T0 + 1000, still refused under 60 s: the kept configuration in use). Then `change` makes the
+/// window 1 s from another client, under which the T0 grants are out of it: the waiter must be
+/// served at once by the new configuration (the frozen clock serves nothing by itself; under the
+/// kept one it would wait till T0 + 60 000), its grant logged at T0 + 1000. `prepare` runs at
+/// T0, before the waiter blocks.
+fn waiter_served_by_the_changed_limiter(
+    prepare: impl FnOnce(&Server),
+    change: impl FnOnce(&Server, &mut Connection),
+) {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    prepare(&server);
+    setrate(&mut con, "api 2 60000");
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+    advance(&mut con, 1000);
+    // The check ADVANCE asked for has run once this command is answered behind it.
+    let _: String = line(&mut con, "PING").unwrap();
+    assert_eq!(blocked(&mut con), (1, 1), "served under the 60 s window");
+    change(&server, &mut con);
+    assert_eq!(served(waiter).reply, Reply::Acquired);
+    wait_blocked(&mut con, 0);
+    let log = log_entries(&mut con, "{api}:permits");
+    assert_eq!(log.last().map(|entry| entry.1), Some(T0 + 1000));
+}
+
+#[test]
+fn waiters_are_served_by_the_configuration_a_plain_hset_writes() {
+    waiter_served_by_the_changed_limiter(
+        |_| {},
+        |server, _| {
+            let mut other = server.conn();
+            assert_eq!(
+                line::<i64>(&mut other, "HSET api interval 1000").unwrap(),
+                0
+            );
+        },
+    );
+}
+
+/// SETRATE KEEPSTATE rewrites the state for the new rate itself, so the waiter it must fail is
+/// one the old rate would keep waiting: 2 permits, under a new rate of 1.
+#[test]
+fn waiters_are_served_by_the_configuration_setrate_writes() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 60000");
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api 2");
+    advance(&mut con, 1000);
+    let _: String = line(&mut con, "PING").unwrap();
+    assert_eq!(blocked(&mut con), (1, 1), "served under the 60 s window");
+    let mut other = server.conn();
+    let set: i64 = line(&mut other, "RATELIMIT.SETRATE api 1 60000 KEEPSTATE").unwrap();
+    assert_eq!(set, 1);
+    assert_eq!(served(waiter).reply, Reply::Error(EXCEEDS_RATE.into()));
+    wait_blocked(&mut con, 0);
+}
+
+#[test]
+fn waiters_are_served_by_the_configuration_a_redisson_script_writes() {
+    // Redisson's setRate rewrites rate, interval and type with plain HSETs in its script (here
+    // without deleting the state, which would free the permits by itself).
+    waiter_served_by_the_changed_limiter(
+        |_| {},
+        |server, _| {
+            let mut other = server.conn();
+            let _: () = redis::cmd("EVAL")
+                .arg(
+                    "redis.call('hset', KEYS[1], 'rate', ARGV[1]); \
+                 redis.call('hset', KEYS[1], 'interval', ARGV[2]); \
+                 redis.call('hset', KEYS[1], 'type', ARGV[3])",
+                )
+                .arg(1)
+                .arg("api")
+                .arg(2)
+                .arg(1000)
+                .arg(0)
+                .query(&mut other)
+                .unwrap();
+        },
+    );
+}
+
+#[test]
+fn waiters_are_served_by_the_configuration_a_del_and_hset_write() {
+    waiter_served_by_the_changed_limiter(
+        |_| {},
+        |server, _| {
+            let mut other = server.conn();
+            let replies: Vec<redis::Value> = redis::pipe()
+                .atomic()
+                .cmd("DEL")
+                .arg("api")
+                .cmd("HSET")
+                .arg(&["api", "rate", "2", "interval", "1000", "type", "0"])
+                .query(&mut other)
+                .unwrap();
+            assert_eq!(replies.len(), 2);
+        },
+    );
+}
+
+#[test]
+fn waiters_are_served_by_the_configuration_renamed_into_place() {
+    waiter_served_by_the_changed_limiter(
+        |_| {},
+        |server, _| {
+            let mut other = server.conn();
+            setrate(&mut other, "other 2 1000");
+            let _: String = line(&mut other, "RENAME other api").unwrap();
+        },
+    );
+}
+
+#[test]
+fn waiters_are_served_by_the_configuration_swapdb_brings() {
+    // Database 1's `api`: 1 s, both permits taken at T0 too, so only its configuration frees
+    // the waiter, not an empty state.
+    let prepare = |server: &Server| {
+        let mut db1 = server.conn();
+        let _: String = line(&mut db1, "SELECT 1").unwrap();
+        setrate(&mut db1, "api 2 1000");
+        assert_eq!(try_acquire(&mut db1, "api", 2), None);
+    };
+    waiter_served_by_the_changed_limiter(prepare, |server, _| {
+        let mut other = server.conn();
+        let _: String = line(&mut other, "SWAPDB 0 1").unwrap();
+    });
+}
+
+#[test]
+fn waiters_fail_when_their_limiter_expires() {
+    let server = Server::start();
+    let mut con = server.conn();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 60000");
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+    advance(&mut con, 1000);
+    let _: String = line(&mut con, "PING").unwrap();
+    // The hash expires on the server's clock; its expiry (active, or on the next check's
+    // opening) forgets the configuration the queue kept.
+    assert_eq!(line::<i64>(&mut con, "PEXPIRE api 1").unwrap(), 1);
+    assert_eq!(served(waiter).reply, Reply::Error(not_initialized("api")));
+    wait_blocked(&mut con, 0);
+}
