@@ -216,26 +216,30 @@ fn a_head_that_does_not_fit_holds_back_those_behind_it() {
 fn a_ticketed_grant_is_remembered_and_answers_its_resent_wait() {
     let fake = Fake::with_rate(3);
     let (queue, _) = fake.wait(1, 1, Some(b"t1"));
+    // Does not fit once the first is granted.
+    let (_, blocker) = fake.wait(2, 3, None);
     // The same wait resent on a new connection while the first is not yet seen closed.
-    fake.wait(2, 1, Some(b"t1"));
-    fake.wait(3, 1, None);
+    fake.wait(3, 1, Some(b"t1"));
 
     serve(&fake, queue);
 
-    assert_eq!(fake.answered(), vec![granted(1), granted(2), granted(3)]);
-    // The resend took nothing: two permits taken, not three.
-    assert_eq!(fake.logged(), 2);
+    // The resend is answered by the first's grant at once, not behind the second, and took
+    // nothing.
+    assert_eq!(fake.answered(), vec![granted(1), granted(3)]);
+    assert_eq!(fake.logged(), 1);
+    assert_eq!(queue::head(queue).map(|head| head.waiter), Some(blocker));
     assert!(matches!(
         tickets::fate(b"t1", &state(), T0),
         Some(Fate::Granted { .. })
     ));
     fake.memory.take_writes();
 
-    // Resent once more after the grant: answered at once, taking nothing.
+    // Resent once more, now first in line: answered at once, taking nothing.
+    queue::remove(blocker);
     let (queue, _) = fake.wait(4, 1, Some(b"t1"));
     serve(&fake, queue);
     assert_eq!(fake.answered(), vec![granted(4)]);
-    assert_eq!(fake.logged(), 2);
+    assert_eq!(fake.logged(), 1);
     assert_eq!(fake.memory.take_writes(), Vec::<String>::new());
 }
 
