@@ -1,6 +1,7 @@
 //! The clients blocked in RATELIMIT.ACQUIRE: blocking one, waking its queue, and each way a
 //! waiter leaves it. Serving a queue is in `serve`, the pause rule in `pause`, CANCEL in
-//! `cancel`, a ticket's waits in `ticketed`.
+//! `cancel`, a ticket's waits in `ticketed`; what those three ask of the server is the `Host`
+//! trait in `host` (the unit tests run them on a fake over the in-memory dataset, in `tests`).
 //!
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, CANCEL,
