@@ -2,29 +2,25 @@
 //! exactly, its waiters leave their queue with the TIMEOUT's reply, and the ticket is
 //! remembered as cancelled so that an ACQUIRE with it arriving later takes nothing.
 
-use redis_module::Context;
-
 use super::ticketed::waiters_with_ticket;
-use super::{after_leaving, nudge, queued, take, unblock, Served};
-use crate::clock;
+use super::{after_leaving, nudge, queued, take, Host, Served};
 use crate::error::Error;
 use crate::key::Write;
 use crate::stats::{self, Decision, Stat};
-use crate::store::LimiterKeys;
 use crate::tickets::{self, Fate};
 
 /// RATELIMIT.CANCEL: ends the wait `ticket` names on the limiter's state (of `client`). A grant
-/// it got is given back exactly (its own log entry, see [`LimiterKeys::give_back`]); a waiter
+/// it got is given back exactly (its own log entry, see [`crate::store::LimiterKeys::give_back`]); a waiter
 /// carrying it leaves the queue and is told the wait hint, as when its TIMEOUT runs out; an
 /// ACQUIRE with it arriving later is refused. Returns the permits given back.
-pub fn cancel(
-    ctx: &Context,
+pub(crate) fn cancel<H: Host>(
+    host: &H,
     key: &[u8],
     ticket: &[u8],
     client: Option<&[u8]>,
 ) -> Result<i64, Error> {
-    let now = clock::now_ms();
-    let limiter = LimiterKeys::<Write>::open(ctx, key)?;
+    let now = host.now_ms();
+    let limiter = host.limiter::<Write>(key)?;
     let resolved = limiter.resolve_existing(client)?;
     let state = resolved.id();
     // Given back before anything else changes: an error reading the log leaves all as it was.
@@ -37,7 +33,7 @@ pub fn cancel(
     let _ = tickets::cancel(ticket, state, now);
     let mut ended = 0;
     for waiter in waiters_with_ticket(resolved.config().mode, key, ticket, state) {
-        if let Some(removed) = take(ctx, waiter) {
+        if let Some(removed) = take(host, waiter) {
             ended += 1;
             // On this very state (so this limiter, resolved once), and its ticket cancelled
             // just now: it is told the wait hint, as when its TIMEOUT runs out.
@@ -49,8 +45,8 @@ pub fn cancel(
                 }
                 Err(e) => Served::Failed(e.to_string()),
             };
-            unblock(removed.bc, served);
-            after_leaving(ctx, &removed);
+            host.unblock(removed.bc, served);
+            after_leaving(host, &removed);
         }
     }
     drop(resolved);
@@ -59,7 +55,7 @@ pub fn cancel(
         stats::add(Stat::Cancels);
     }
     if given_back > 0 {
-        nudge(ctx, key);
+        nudge(host, key);
     }
     Ok(given_back)
 }

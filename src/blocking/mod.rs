@@ -1,6 +1,7 @@
 //! The clients blocked in RATELIMIT.ACQUIRE: blocking one, waking its queue, and each way a
 //! waiter leaves it. Serving a queue is in `serve`, the pause rule in `pause`, CANCEL in
-//! `cancel`, a ticket's waits in `ticketed`.
+//! `cancel`, a ticket's waits in `ticketed`; what those three ask of the server is the `Host`
+//! trait in `host` (the unit tests run them on a fake over the in-memory dataset, in `tests`).
 //!
 //! No polling: each queue has one timer, set for the moment its head's permits are free again.
 //! Anything that may free permits earlier nudges the queue with a 0 ms timer: RELEASE, CANCEL,
@@ -13,18 +14,18 @@
 //! nothing.
 
 mod cancel;
+mod host;
 mod pause;
 mod serve;
 mod ticketed;
 
-pub use cancel::cancel;
+pub(crate) use cancel::cancel;
 pub use ticketed::remember_grant;
 
 use std::any::Any;
 
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisValue, Status};
 
-use crate::clock;
 use crate::error::Error;
 use crate::events;
 use crate::ffi::blocked::{self, BlockedClient, Blocker};
@@ -35,12 +36,14 @@ use crate::keyspace::StateId;
 use crate::queue::{self, QueueId, Removed, Request, WaiterId};
 use crate::sliding_log::Config;
 use crate::stats::{self, Decision, Stat};
-use crate::store::{self, LimiterKeys, Resolved};
+use crate::store::{self, Resolved};
 use crate::tickets::{self, Fate};
+use host::Host;
 use serve::serve;
 
 /// What a blocked client is finally told.
-enum Served {
+#[derive(Debug, PartialEq)]
+pub(crate) enum Served {
     Acquired,
     Wait(i64),
     Failed(String),
@@ -55,7 +58,7 @@ pub fn can_block(ctx: &Context) -> bool {
 
 /// Permits the clients blocked in ACQUIRE on `resolved`'s state wait for, if any wait: what a
 /// new request counts as taken (it is refused while they wait).
-pub fn queued<M: OpenMode>(resolved: &Resolved<'_, M>) -> Option<u64> {
+pub fn queued<M: OpenMode, D: store::Dataset>(resolved: &Resolved<'_, M, D>) -> Option<u64> {
     if queue::is_empty() {
         return None;
     }
@@ -103,12 +106,12 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
 /// The module's command may have freed permits of limiter `name` (in the context's database),
 /// or changed it: its queues resolve it again (SETRATE and DELETE change it with the module's
 /// own writes, which [`key_written`] leaves to this), and are checked.
-pub fn nudge(ctx: &Context, name: &[u8]) {
+pub(crate) fn nudge<H: Host>(host: &H, name: &[u8]) {
     if queue::is_empty() {
         return;
     }
-    for queue in queue::touched(store::selected_db(ctx), name) {
-        schedule(ctx, queue, 0);
+    for queue in queue::touched(host.selected_db(), name) {
+        schedule(host, queue, 0);
     }
 }
 
@@ -144,64 +147,66 @@ pub(crate) fn reset() {
 
 /// Sets the queue's wake-up `ms` from now. With the debug clock frozen, time moves only with
 /// ADVANCE, which nudges every queue, so no timer is set for a later moment.
-fn schedule(ctx: &Context, queue: QueueId, ms: i64) {
-    let timer = if ms > 0 && clock::is_frozen() {
+fn schedule<H: Host>(host: &H, queue: QueueId, ms: i64) {
+    let timer = if ms > 0 && host.clock_frozen() {
         None
     } else {
-        timer::start::<Wake>(ctx, ms.max(0), queue)
+        host.wake_in(ms.max(0), queue)
     };
     if let Some(previous) = queue::set_wake(queue, timer) {
-        timer::stop(ctx, previous);
+        host.stop_timer(previous);
     }
 }
 
 /// Takes a waiter out of its queue and stops its timers. None if it was already gone.
-fn take(ctx: &Context, waiter: WaiterId) -> Option<Removed> {
+fn take<H: Host>(host: &H, waiter: WaiterId) -> Option<Removed> {
     let removed = queue::remove(waiter)?;
     for timer in removed.deadline.into_iter().chain(removed.emptied_wake) {
-        timer::stop(ctx, timer);
+        host.stop_timer(timer);
     }
     stats::sub(Stat::BlockedClients);
     Some(removed)
 }
 
 /// After a waiter left otherwise than by a grant: if it was first in line, the next may fit now.
-fn after_leaving(ctx: &Context, removed: &Removed) {
+fn after_leaving<H: Host>(host: &H, removed: &Removed) {
     if removed.was_head && queue::exists(removed.queue) {
-        schedule(ctx, removed.queue, 0);
+        schedule(host, removed.queue, 0);
     }
 }
 
 /// What a waiter that leaves without a grant of its own is told: the wait hint, or nil if its
 /// ticket was granted meanwhile to the same wait on another connection (it then takes nothing).
-fn hint_for(ctx: &Context, removed: &Removed) -> Served {
-    server::select_db(ctx, removed.db);
+fn hint_for<H: Host>(host: &H, removed: &Removed) -> Served {
+    host.select_db(removed.db);
     let request = &removed.request;
     let client = request.client.as_deref();
-    let now = clock::now_ms();
-    let hint = LimiterKeys::<Read>::open_for_waiter(ctx, &request.name).and_then(|limiter| {
-        // Resolved once. Errors come in the order TRYACQUIRE gives them (the configuration,
-        // the permits, the state), except that a ticket granted meanwhile answers nil whatever
-        // the permits.
-        let configuration = limiter.configuration(None)?;
-        let mut resolved = None;
-        if let Some(ticket) = &request.ticket {
-            let found = limiter.resolve(configuration, client);
-            if let Ok(on) = &found {
-                if let Some(Fate::Granted { .. }) = tickets::fate(ticket, on.id(), now) {
-                    return Ok(None);
+    let now = host.now_ms();
+    let hint = host
+        .limiter_for_waiter::<Read>(&request.name)
+        .and_then(|limiter| {
+            // Resolved once. Errors come in the order TRYACQUIRE gives them (the configuration,
+            // the permits, the state), except that a ticket granted meanwhile answers nil whatever
+            // the permits.
+            let configuration = limiter.configuration(None)?;
+            let mut resolved = None;
+            if let Some(ticket) = &request.ticket {
+                let found = limiter.resolve(configuration, client);
+                if let Ok(on) = &found {
+                    if let Some(Fate::Granted { .. }) = tickets::fate(ticket, on.id(), now) {
+                        return Ok(None);
+                    }
                 }
+                resolved = Some(found);
             }
-            resolved = Some(found);
-        }
-        configuration.check_permits(request.permits)?;
-        let resolved = match resolved {
-            Some(found) => found?,
-            None => limiter.resolve(configuration, client)?,
-        };
-        let queued = queued(&resolved).unwrap_or(0);
-        resolved.wait_hint(request.permits, queued, now).map(Some)
-    });
+            configuration.check_permits(request.permits)?;
+            let resolved = match resolved {
+                Some(found) => found?,
+                None => limiter.resolve(configuration, client)?,
+            };
+            let queued = queued(&resolved).unwrap_or(0);
+            resolved.wait_hint(request.permits, queued, now).map(Some)
+        });
     match hint {
         Ok(Some(ms)) => {
             stats::decided(&request.name, Decision::WaitEnded);
@@ -210,11 +215,6 @@ fn hint_for(ctx: &Context, removed: &Removed) -> Served {
         Ok(None) => Served::Acquired,
         Err(e) => Served::Failed(e.to_string()),
     }
-}
-
-/// Unblocks a waiter just taken from its queue (so unblocked exactly once) with its reply.
-fn unblock(bc: BlockedClient, served: Served) {
-    blocked::unblock(bc, served);
 }
 
 // ---- what the server calls back: each runs on the main thread --------------------------------
@@ -249,7 +249,7 @@ impl Timer for Deadline {
         if matches!(served, Served::Wait(_)) {
             stats::add(Stat::Timeouts);
         }
-        unblock(removed.bc, served);
+        ctx.unblock(removed.bc, served);
         after_leaving(ctx, &removed);
     }
 }
@@ -337,3 +337,6 @@ pub fn key_removed(ctx: &Context, db: i32, key: &[u8]) {
         schedule(ctx, queue, 0);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,11 +5,7 @@
 //! during a pause a queue's timer retries every [`PAUSED_RETRY_MS`], and a server that has
 //! become a replica fails its waiters instead.
 
-use redis_module::{Context, ContextFlags};
-
-use super::{take, unblock, Served, Wake};
-use crate::ffi::server;
-use crate::ffi::timer;
+use super::{take, Host, Served};
 use crate::queue::{self, QueueId};
 
 /// How often a queue whose time has come checks whether a write pause has ended.
@@ -21,19 +17,17 @@ const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Whether `queue` may be served now. If not, it has been dealt with: on a replica its waiters
 /// are failed (only a master writes), during a write pause it is tried again in
 /// [`PAUSED_RETRY_MS`].
-pub(super) fn may_serve(ctx: &Context, queue: QueueId) -> bool {
-    if ctx.get_flags().contains(ContextFlags::SLAVE) {
-        while let Some(removed) = queue::head(queue).and_then(|head| take(ctx, head.waiter)) {
-            unblock(removed.bc, Served::Failed(READONLY.into()));
+pub(super) fn may_serve<H: Host>(host: &H, queue: QueueId) -> bool {
+    if host.is_replica() {
+        while let Some(removed) = queue::head(queue).and_then(|head| take(host, head.waiter)) {
+            host.unblock(removed.bc, Served::Failed(READONLY.into()));
         }
         return false;
     }
-    if server::writes_paused() {
+    if host.writes_paused() {
         // Whatever is due is served once the pause ends.
-        if let Some(previous) =
-            queue::set_wake(queue, timer::start::<Wake>(ctx, PAUSED_RETRY_MS, queue))
-        {
-            timer::stop(ctx, previous);
+        if let Some(previous) = queue::set_wake(queue, host.wake_in(PAUSED_RETRY_MS, queue)) {
+            host.stop_timer(previous);
         }
         return false;
     }

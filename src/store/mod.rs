@@ -8,7 +8,7 @@ mod config;
 mod dataset;
 #[cfg(any(test, fuzzing))]
 #[cfg_attr(not(test), allow(dead_code))]
-mod memory;
+pub(crate) mod memory;
 mod open;
 mod packed;
 mod peek;
