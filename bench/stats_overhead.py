@@ -163,20 +163,27 @@ def counting_instructions(path):
     return sum(int(m.group(1).replace(",", "")) for m in map(COUNTING.match, out.splitlines()) if m)
 
 
+def callgrind_server(server, module, tag, functions):
+    """A server of its own under callgrind, collecting inside `functions` only once told to:
+    its dump folder, process, connection, and a callgrind_control runner."""
+    d = f"/tmp/stats-bench/{tag}-{os.getpid()}"
+    shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
+    wrapper = (["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+               + [f"--toggle-collect={f}" for f in functions]
+               + [f"--callgrind-out-file={d}/callgrind.out"])
+    proc, con = start(server, module, wrapper, tag=tag)
+    pid = str(proc.pid)
+    ctl = lambda *a: subprocess.run(["callgrind_control", *a, pid], check=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return d, proc, con, ctl
+
+
 def instructions(server, module):
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("instructions: skipped (no valgrind)")
         return
-    d = f"/tmp/stats-bench/cg-{os.getpid()}"
-    shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
-    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-               "--toggle-collect=RedisModuleCommandDispatcher",
-               "--toggle-collect=ValkeyModuleCommandDispatcher",
-               f"--callgrind-out-file={d}/callgrind.out"]
-    proc, con = start(server, module, wrapper, tag="cg")
-    pid = str(proc.pid)
-    ctl = lambda *a: subprocess.run(["callgrind_control", *a, pid], check=True,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d, proc, con, ctl = callgrind_server(server, module, "cg", [
+        "RedisModuleCommandDispatcher", "ValkeyModuleCommandDispatcher"])
     calls = 2000
     try:
         setup(con)
@@ -217,19 +224,13 @@ def instructions(server, module):
 
 def filter_cost(server, module):
     """What the module's command filter (how it sees CONFIG RESETSTAT) adds to every command
-    the server runs, its own or not: callgrind inside processInputBuffer (parsing, lookup, the command, its reply) for plain GET and SET,
-    and the part of it spent in the server's call of the module's filters."""
+    the server runs, its own or not: callgrind inside processInputBuffer (parsing, lookup, the
+    command, its reply) for plain GET and SET, and the part of it spent in the server's call of
+    the module's filters."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         print("filter: skipped (no valgrind)")
         return
-    d = f"/tmp/stats-bench/filter-{os.getpid()}"
-    shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
-    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-               "--toggle-collect=processInputBuffer", f"--callgrind-out-file={d}/callgrind.out"]
-    proc, con = start(server, module, wrapper, tag="filter")
-    pid = str(proc.pid)
-    ctl = lambda *a: subprocess.run(["callgrind_control", *a, pid], check=True,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d, proc, con, ctl = callgrind_server(server, module, "filter", ["processInputBuffer"])
     calls = 2000
     try:
         con.set("plain", "x")
