@@ -317,6 +317,56 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     assert.deepEqual(fieldsOf(await ours.get('s')), { remainingPoints: 0, msBeforeNext: 10000, consumedPoints: 2, isFirstInDuration: false });
   });
 
+  it('a limiter made with other points or duration keeps them while its key is busy', async () => {
+    const limiter = (points, duration) =>
+      new RateLimiterRedis({ storeClient: ioredis, points, duration, keyPrefix: 'ours' });
+    const config = () => server.admin.call('RATELIMIT.CONFIG', 'ours:k');
+    const consume = async (l) => fieldsOf((await settle(l.consume('k'))).res);
+    const refusal = (consumedPoints, msBeforeNext) =>
+      ({ remainingPoints: 0, msBeforeNext, consumedPoints, isFirstInDuration: false });
+    // Made with 2 points per 10 s, and full.
+    const old = limiter(2, 10);
+    await old.consume('k');
+    await old.consume('k');
+    // Raised to 5 points: the library checks points on each call, so its third call passes.
+    // The key keeps its rate of 2: refused, reported as the refusal of a limiter of 5.
+    const raised = limiter(5, 10);
+    const ref = new upstream.RateLimiterRedis({ storeClient: ioredis, points: 2, duration: 10, keyPrefix: 'ref' });
+    await ref.consume('k');
+    await ref.consume('k');
+    const refRaised = new upstream.RateLimiterRedis({ storeClient: ioredis, points: 5, duration: 10, keyPrefix: 'ref' });
+    assert.equal((await refRaised.consume('k')).consumedPoints, 3);
+    assert.deepEqual(await consume(raised), refusal(6, 10000));
+    // A window later the log is empty, yet still 2 per window: each grant keeps the key alive.
+    await advance(10000);
+    assert.equal((await raised.consume('k')).remainingPoints, 4);
+    assert.equal((await raised.consume('k')).remainingPoints, 3);
+    assert.deepEqual(await consume(raised), refusal(6, 10000));
+    assert.deepEqual(await config(), ['rate', 2, 'interval', 10000, 'type', 'ONEKEY', 'keepAliveTime', 10000]);
+    // Lowered to 1 point: the key grants up to its 2, and the library's base refuses a grant
+    // above points, whose point stays taken; then the key itself refuses. Never above points.
+    await advance(10000);
+    const lowered = limiter(1, 10);
+    assert.equal((await lowered.consume('k')).consumedPoints, 1);
+    assert.deepEqual(await consume(lowered), refusal(2, 10000));
+    assert.deepEqual(await consume(lowered), refusal(3, 10000));
+    assert.equal((await lowered.get('k')).consumedPoints, 2);
+    // Lengthened to 60 s: the key keeps its window of 10 s, so 2 points pass every 10 s while
+    // it is busy (the library's counter takes the new duration when its current window ends).
+    await advance(10000);
+    const longer = limiter(2, 60);
+    assert.equal((await longer.consume('k')).msBeforeNext, 10000);
+    await longer.consume('k');
+    await advance(10000);
+    assert.equal((await longer.consume('k')).consumedPoints, 1);
+    assert.deepEqual(await config(), ['rate', 2, 'interval', 10000, 'type', 'ONEKEY', 'keepAliveTime', 10000]);
+    // Once the key expires, idle for a window (a Redis TTL on the real clock, which the debug
+    // clock cannot reach: DEL stands for it) or delete()d, the next call makes it anew.
+    assert.equal(await longer.delete('k'), true);
+    await raised.consume('k');
+    assert.deepEqual(await config(), ['rate', 5, 'interval', 10000, 'type', 'ONEKEY', 'keepAliveTime', 10000]);
+  });
+
   it('customDuration sets the window of a key it creates; duration 0 never expires', async () => {
     const l = pair('ioredis', { points: 2, duration: 60 });
     await compare(l, (x) => x.consume('c', 1, { customDuration: 5 }), { ms: 5000 });
