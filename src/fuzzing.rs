@@ -153,8 +153,8 @@ pub fn parse_commands(words: &[&[u8]]) {
     }
 }
 
-/// Runs a script of commands through the store on an in-memory dataset (`store::replay`): none
+/// Runs a script of commands through the store on an in-memory dataset (`replay`): none
 /// may panic, and a limiter no one else wrote never holds more than its rate.
 pub fn replay(script: &[u8]) {
-    let _ = crate::store::replay::replay(script);
+    let _ = crate::replay::replay(script);
 }

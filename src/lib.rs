@@ -3,17 +3,21 @@
 //!
 //! Layers, each importing only the ones below it:
 //! 1. `lib.rs`: registration (each command created from its `commands::*::DOC`); `globals`:
-//!    the rule the module's state is kept by, and the one reset a load runs.
+//!    the rule the module's state is kept by, and the one reset a load runs; under
+//!    `--cfg fuzzing` or in tests, `fuzzing` and `replay` (commands parsed, then run by the
+//!    store on its in-memory dataset).
 //! 2. `commands/`: a file per command: parse, call the store (or `tat`), shape the reply.
 //! 3. `blocking/`: the clients blocked in ACQUIRE: blocking, serving the queues, the pause
-//!    rule, CANCEL; `tickets`: the table of tickets' fates.
+//!    rule, CANCEL.
 //! 4. `store/`: a limiter's keys: open and check them, resolve a request once (configuration,
 //!    state, identity), apply the sliding log's plans with the TTL rule; it knows nothing of
 //!    waiters (the permits they wait for are handed to it). `tat`: a GCRA drop-in's key.
 //!    `migration`: the slot-migration checks of cluster mode.
 //! 5. `config_cache/` (configurations kept between calls), `events` (the one owner of event
 //!    subscriptions: the others register listeners with it at load and it imports none of
-//!    them), `queue` (the waiters' bookkeeping), `evictions` and `stats` (INFO).
+//!    them), `queue` (the waiters' bookkeeping), `tickets` (the table of tickets' fates),
+//!    `evictions`, `stats` (INFO, and the one place a decision is counted) and `observe`
+//!    (the counting per group and the most-refused sketch, which `stats` feeds).
 //! 6. `key`: typed key access; `Key::apply` is the one place writes are made, replicated and
 //!    notified.
 //! 7. `clock` (the module's clock over the server's), `error` (every error and its text, as a
@@ -56,6 +60,10 @@ mod tickets;
 /// whole store jobs on an in-memory dataset.
 #[cfg(fuzzing)]
 pub mod fuzzing;
+/// Scripts of whole commands run by the store on an in-memory dataset: for the store fuzz target
+/// and a unit test. Above the commands, whose parsers it runs.
+#[cfg(any(test, fuzzing))]
+mod replay;
 
 // The pure parts, from the core crate, under the paths the module has always used
 // (`crate::sliding_log::Config`).
@@ -234,6 +242,15 @@ impl ffi::config::BoolSetting for DebugCommands {
 }
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let status = load(ctx, args);
+    if status == Status::Err {
+        // A failed load gets no deinit: the context kept for the command filter is freed here.
+        ffi::filter::deinit();
+    }
+    status
+}
+
+fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // MODULE UNLOAD may leave the library mapped: start from a clean slate, as a first load.
     globals::reset();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();

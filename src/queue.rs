@@ -115,13 +115,14 @@ pub fn queued_permits(state: &StateId) -> Option<u64> {
 }
 
 /// Appends a waiter; returns its queue, its id, and whether it is first in line.
-/// `config` is the configuration the request was just resolved with.
+/// `config` is the configuration the request was just resolved with, if the queue may keep it
+/// (see `store`'s `config_to_keep`); `None` makes the queue's next serving read it again.
 pub fn enqueue(
     state: StateId,
     watched: [Vec<u8>; 3],
     bc: BlockedClient,
     request: Request,
-    config: Config,
+    config: Option<Config>,
 ) -> (QueueId, WaiterId, bool) {
     with(|r| {
         r.next_id += 1;
@@ -158,7 +159,7 @@ pub fn enqueue(
                 .push(waiter_id);
         }
         if let Some(queue) = r.queues.get_mut(&queue_id) {
-            queue.resolved = Some(config);
+            queue.resolved = config;
             first = queue.waiters.is_empty();
             queue.permits = queue.permits.saturating_add(u64::from(request.permits));
             queue.waiters.push_back(Waiter {
@@ -399,9 +400,10 @@ mod tests {
 
     #[test]
     fn waiters_are_served_in_arrival_order() {
-        let (q, first, is_first) = enqueue(state("a"), watched(), bc(8), request(10), config());
+        let (q, first, is_first) =
+            enqueue(state("a"), watched(), bc(8), request(10), Some(config()));
         let (q2, second, is_second_first) =
-            enqueue(state("a"), watched(), bc(16), request(1), config());
+            enqueue(state("a"), watched(), bc(16), request(1), Some(config()));
         assert_eq!(q, q2);
         assert!(is_first && !is_second_first);
         assert_eq!(queued_permits(&state("a")), Some(11));
@@ -443,8 +445,8 @@ mod tests {
 
     #[test]
     fn removing_from_the_middle_keeps_the_head() {
-        let (q, a, _) = enqueue(state("m"), watched(), bc(24), request(1), config());
-        let (_, b, _) = enqueue(state("m"), watched(), bc(32), request(2), config());
+        let (q, a, _) = enqueue(state("m"), watched(), bc(24), request(1), Some(config()));
+        let (_, b, _) = enqueue(state("m"), watched(), bc(32), request(2), Some(config()));
         set_deadline(b, 5);
         let removed = remove(b).unwrap();
         assert!(!removed.was_head);
@@ -464,10 +466,10 @@ mod tests {
             ticket: Some(ticket.as_bytes().to_vec()),
             ..request(1)
         };
-        let (_, a, _) = enqueue(state("t"), watched(), bc(40), ticketed("x"), config());
-        let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1), config());
-        let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"), config());
-        let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"), config());
+        let (_, a, _) = enqueue(state("t"), watched(), bc(40), ticketed("x"), Some(config()));
+        let (_, b, _) = enqueue(state("t"), watched(), bc(48), request(1), Some(config()));
+        let (_, c, _) = enqueue(state("t"), watched(), bc(56), ticketed("x"), Some(config()));
+        let (_, d, _) = enqueue(state("u"), watched(), bc(64), ticketed("x"), Some(config()));
         assert_eq!(ids(with_ticket(b"x")), vec![a, c, d]);
         assert_eq!(with_ticket(b"x")[0], (a, 0, ticketed("x")));
         assert!(with_ticket(b"y").is_empty());
@@ -482,7 +484,7 @@ mod tests {
 
     #[test]
     fn a_queue_keeps_its_resolution_until_its_limiter_changes() {
-        let (q, a, _) = enqueue(state("k"), watched(), bc(72), request(1), config());
+        let (q, a, _) = enqueue(state("k"), watched(), bc(72), request(1), Some(config()));
         assert_eq!(
             head(q).unwrap().resolved,
             Some(config()),

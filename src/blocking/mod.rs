@@ -70,8 +70,9 @@ pub struct Wait {
     /// The state it waits on and the keys whose writes may free its permits.
     pub state: StateId,
     pub watched: [Vec<u8>; 3],
-    /// The configuration it was refused under, kept with its queue for serving.
-    pub config: Config,
+    /// The configuration it was refused under, kept with its queue for serving when it may be
+    /// (not one the request created, nor one with fields of their own TTL).
+    pub config: Option<Config>,
     pub request: Request,
     /// 0 waits forever.
     pub timeout_ms: i64,
@@ -105,7 +106,8 @@ pub fn block(ctx: &Context, wait: Wait) -> RedisResult {
 
 /// The module's command may have freed permits of limiter `name` (in the context's database),
 /// or changed it: its queues resolve it again (SETRATE and DELETE change it with the module's
-/// own writes, which [`key_written`] leaves to this), and are checked.
+/// own writes, which [`key_written`] leaves to this; RELEASE, CANCEL and EXPIRE, which change
+/// no configuration, pay the same one read of the hash at the next serving), and are checked.
 pub(crate) fn nudge<H: Host>(host: &H, name: &[u8]) {
     if queue::is_empty() {
         return;

@@ -44,7 +44,9 @@ pub(super) fn serve<H: Host>(host: &H, queue: QueueId) {
                     Some(config) => limiter.resolve_kept(config, client)?,
                     None => {
                         let resolved = limiter.resolve_existing(client)?;
-                        queue::keep_resolved(queue, *resolved.config());
+                        if let Some(config) = limiter.config_to_keep(&resolved) {
+                            queue::keep_resolved(queue, config);
+                        }
                         resolved
                     }
                 };

@@ -70,7 +70,8 @@ impl Fake {
         };
         let keys = StateKeys::overall(NAME);
         let watched = [NAME.to_vec(), keys.value.to_vec(), keys.permits.to_vec()];
-        let (queue, waiter, _) = queue::enqueue(state(), watched, client(bc), request, self.config);
+        let (queue, waiter, _) =
+            queue::enqueue(state(), watched, client(bc), request, Some(self.config));
         (queue, waiter)
     }
 

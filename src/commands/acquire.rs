@@ -113,7 +113,7 @@ pub fn run(ctx: &Context, args: &[&[u8]]) -> RedisResult {
     let wait = Wait {
         state: resolved.id().clone(),
         watched: resolved.watched(request.key),
-        config: *resolved.config(),
+        config: limiter.config_to_keep(&resolved),
         request: queue::Request {
             name: request.key.to_vec(),
             client: request.client.map(<[u8]>::to_vec),

@@ -57,7 +57,7 @@ pub(crate) fn init(ctx: &Context) -> bool {
         return false;
     };
     // SAFETY: called from OnLoad with the module's context; the detached context it returns
-    // belongs to the module and is freed in `deinit`.
+    // belongs to the module and is freed in `deinit` (at unload, or when the load fails).
     let module = unsafe { detach(ctx.ctx) };
     MODULE.store(module, Relaxed);
     !module.is_null()

@@ -34,9 +34,13 @@ pub(crate) fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(ctx.ctx)) }
 }
 
-/// An unsigned field of a section of the server's INFO (`stats`, `total_connections_received`),
-/// read without a command context. Costly (the server builds the section): for rare checks only.
-pub(crate) fn info_unsigned(section: &std::ffi::CStr, field: &std::ffi::CStr) -> Option<u64> {
+/// Unsigned fields of a section of the server's INFO (`stats`: `total_connections_received`,
+/// ...), from one build of the section, read without a command context; `None` if any is
+/// missing. Costly (the server builds the section): for rare checks only.
+pub(crate) fn info_unsigned<const N: usize>(
+    section: &std::ffi::CStr,
+    fields: [&std::ffi::CStr; N],
+) -> Option<[u64; N]> {
     let get = api!(RedisModule_GetServerInfo)?;
     let read = api!(RedisModule_ServerInfoGetFieldUnsigned)?;
     let free = api!(RedisModule_FreeServerInfo)?;
@@ -47,9 +51,14 @@ pub(crate) fn info_unsigned(section: &std::ffi::CStr, field: &std::ffi::CStr) ->
         if data.is_null() {
             return None;
         }
-        let mut err = 0;
-        let value = read(data, field.as_ptr(), &mut err);
+        let mut values = [0; N];
+        let mut missing = false;
+        for (value, field) in values.iter_mut().zip(fields) {
+            let mut err = 0;
+            *value = read(data, field.as_ptr(), &mut err);
+            missing |= err != 0;
+        }
         free(std::ptr::null_mut(), data);
-        (err == 0).then_some(value)
+        (!missing).then_some(values)
     }
 }

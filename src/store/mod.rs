@@ -13,8 +13,6 @@ mod open;
 mod packed;
 mod peek;
 mod release;
-#[cfg(any(test, fuzzing))]
-pub mod replay;
 mod resolve;
 mod setrate;
 #[cfg(test)]
@@ -22,6 +20,9 @@ mod tests;
 mod ttl;
 mod writes;
 
+/// Where a grant was logged: what the replay (src/replay.rs) checks ticketed grants by.
+#[cfg(any(test, fuzzing))]
+pub use acquire::Logged;
 pub use acquire::{Acquisition, Turn, Verdict};
 pub use dataset::{Dataset, OpenKey, Server};
 pub use peek::Peek;

@@ -163,6 +163,22 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
         self.resolve(configuration, client)
     }
 
+    /// The configuration a queue of waiters may keep for `resolved` until an event says the
+    /// limiter changed (see `resolve_kept`): not one the request itself created, since its hash
+    /// may then be made another way (the module's own writes report nothing to the waiters);
+    /// not one read from a hash whose fields have TTLs of their own, which may pass with no
+    /// event until the server expires the field.
+    pub fn config_to_keep(&self, resolved: &Resolved<'_, M, D>) -> Option<Config> {
+        let configuration = resolved.configuration();
+        if configuration.creates {
+            return None;
+        }
+        if matches!(resolved.state, Stored::Keys(_)) && self.hash.has_field_ttls() {
+            return None;
+        }
+        Some(configuration.config)
+    }
+
     /// Resolves a limiter that must exist, for `client`.
     pub fn resolve_existing(&self, client: Option<&[u8]>) -> Result<Resolved<'c, M, D>, Error> {
         let configuration = self.configuration(None)?;
