@@ -174,11 +174,15 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
         let state = match &resolved.state {
             Stored::Keys(state) => state,
             Stored::Packed(log) => {
-                let mut log = log.clone();
-                log.apply_acquire(&plan);
                 let created = resolved.configuration().created().is_some();
                 let changed = created || plan.prune != Prune::Nothing || plan.append.is_some();
-                self.write_packed(&log, changed, waiting);
+                if !changed {
+                    // A refusal with nothing to prune: a read, so no copy of the log either.
+                    return Ok(Verdict::of(&plan, config, queued, None));
+                }
+                let mut log = log.clone();
+                log.apply_acquire(&plan);
+                self.write_packed(&log, waiting);
                 let member = plan.append.map(|_| u64::from(log.epoch()));
                 return Ok(Verdict::of(&plan, config, queued, member));
             }

@@ -123,7 +123,7 @@ impl<'c> Dataset for Server<'c> {
 
     #[inline]
     fn check_access<M: OpenMode>(&self, key: &Key<'c, M>) -> Result<(), Error> {
-        self.caller.check(key)
+        self.caller.check(self.ctx, key)
     }
 
     #[inline]

@@ -2,6 +2,7 @@
 //! caller's ACL on each derived key, each key's type, and a state split from its hash by a slot
 //! migration.
 
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
@@ -18,19 +19,19 @@ impl<'c, M: OpenMode> LimiterKeys<'c, M, Server<'c>> {
     /// Opens a limiter for a command. Its derived keys' slot is checked when they are opened
     /// (a ONEKEY limiter has none: its one key is the command's declared key).
     pub fn open(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Caller::current(ctx))
+        Self::open_as(ctx, name, Caller::current())
     }
 
     /// Opens a limiter only to read its configuration: CONFIG touches nothing but the declared
     /// key, so it answers even for a name whose derived keys are in another cluster slot.
     pub fn open_config(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Caller::current(ctx))
+        Self::open_as(ctx, name, Caller::current())
     }
 
     /// Opens a limiter on behalf of a client blocked in ACQUIRE, from a timer or callback
     /// context that has no user of its own: its ACL was checked when it blocked.
     pub fn open_for_waiter(ctx: &'c Context, name: &'c [u8]) -> Result<Self, Error> {
-        Self::open_as(ctx, name, Caller(None))
+        Self::open_as(ctx, name, Caller::Checked)
     }
 
     pub(super) fn open_as(ctx: &'c Context, name: &'c [u8], caller: Caller) -> Result<Self, Error> {
@@ -106,18 +107,26 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     }
 }
 
-/// The user running the command, for ACL checks on derived keys. None when the context has no
+/// The user running the command, for ACL checks on derived keys. Looked up on the first check,
+/// not at open: a ONEKEY limiter (and a three-key one whose check the config cache spares)
+/// derives no key, so its request never pays for the lookup. `Checked` when the context has no
 /// user (a module timer, for instance): those run on behalf of a command already checked.
-pub(super) struct Caller(Option<User>);
+pub(super) enum Caller {
+    Client(OnceCell<Option<User>>),
+    Checked,
+}
 
 impl Caller {
-    pub(super) fn current(ctx: &Context) -> Self {
-        Caller(User::current(ctx))
+    pub(super) fn current() -> Self {
+        Caller::Client(OnceCell::new())
     }
 
     #[inline]
-    pub(super) fn check<M: OpenMode>(&self, key: &Key<'_, M>) -> Result<(), Error> {
-        match &self.0 {
+    pub(super) fn check<M: OpenMode>(&self, ctx: &Context, key: &Key<'_, M>) -> Result<(), Error> {
+        let Caller::Client(user) = self else {
+            return Ok(());
+        };
+        match user.get_or_init(|| User::current(ctx)) {
             Some(user) if !user.may_access(key.name_string(), M::ACCESS == Access::Write) => {
                 Err(Error::NoPermission {
                     key: key.name().to_vec(),

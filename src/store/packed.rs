@@ -47,18 +47,15 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// a keep-alive, `SET key state PXAT` (now + keep-alive + `waiting`, the time a blocked
     /// client waits for its turn); without one, `SET key state KEEPTTL`.
     ///
-    /// A call that changed nothing (`changed` false: a refusal with nothing to prune) writes
-    /// nothing, not even the keep-alive the three-key form refreshes: a refusal means a permit
-    /// still in the window, logged by a write whose keep-alive (at least the interval) outlives
-    /// it, and the waiter's turn comes when such a permit frees. The key therefore never expires
-    /// while its log still counts, and a hot limiter's refusals stay reads.
-    pub(super) fn write_packed(&self, log: &PackedLog, changed: bool, waiting: i64)
+    /// Its caller writes only a call that changed something: a refusal with nothing to prune
+    /// writes nothing, not even the keep-alive the three-key form refreshes. A refusal means a
+    /// permit still in the window, logged by a write whose keep-alive (at least the interval)
+    /// outlives it, and the waiter's turn comes when such a permit frees. The key therefore never
+    /// expires while its log still counts, and a hot limiter's refusals stay reads.
+    pub(super) fn write_packed(&self, log: &PackedLog, waiting: i64)
     where
         M: Writable,
     {
-        if !changed {
-            return;
-        }
         let keep_alive = log.config().keep_alive;
         if keep_alive > 0 {
             let ttl = keep_alive

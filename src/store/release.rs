@@ -26,7 +26,7 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
                 if plan.released > 0 || plan.prune != Prune::Nothing {
                     let mut log = log.clone();
                     log.apply_release(&plan);
-                    self.write_packed(&log, true, 0);
+                    self.write_packed(&log, 0);
                 }
                 return Ok(plan.released);
             }
@@ -154,7 +154,7 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
         };
         let mut log = log.clone();
         log.apply_give_back(&plan, grant.score);
-        self.write_packed(&log, true, 0);
+        self.write_packed(&log, 0);
         plan.given_back
     }
 }

@@ -197,7 +197,7 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
             }
             None => PackedLog::new(config, rand::random()),
         };
-        self.write_packed(&log, true, 0);
+        self.write_packed(&log, 0);
         Ok(1)
     }
 }
