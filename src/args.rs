@@ -70,16 +70,14 @@ pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
 /// Parses a decimal integer in `min..=max` the way Redis does (optional `-`, digits, no spaces,
 /// no `+`, no leading zeros); any failure is an error that names the argument.
 pub fn integer(arg: &[u8], name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
-    let error = Error::Number {
+    let error = || Error::Number {
         arg: name,
         min,
         max,
     };
-    let n = parse_i64(arg).ok_or(error.clone())?;
-    if (min..=max).contains(&n) {
-        Ok(n)
-    } else {
-        Err(error)
+    match parse_i64(arg) {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(error()),
     }
 }
 
