@@ -1,7 +1,7 @@
 //! What keeps a configuration the cache hands out from being stale: the events that forget it
 //! (the listeners registered with the events owner), and what may be kept at all: not the
 //! configuration of a hash with a field TTL (asked of the server, `HPTTL`, where it does not show
-//! them to modules).
+//! them to modules), the one check a queue of waiters makes too before it keeps one.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -13,18 +13,16 @@ use crate::key;
 use crate::keyspace;
 use crate::sliding_log::Config;
 
-/// Keeps a configuration just read from the hash of `name` in `db`, of `fields` fields, with
-/// the configuration's fields found (`present`, a bit each in [`CONFIG_FIELDS`]' order), if the
-/// table admits it and none of those fields has a TTL of its own. `has_field_ttls` asks the
-/// hash, where the server shows field TTLs.
+/// Keeps a configuration just read from the hash of `name` in `db`, of `fields` fields, if the
+/// table admits it and `without_field_ttls` says none of the fields read has a TTL of its own
+/// (the store asks [`fields_without_ttls`] through its dataset).
 pub fn keep(
     ctx: &Context,
     db: i32,
     name: &[u8],
     fields: usize,
     config: Config,
-    present: u8,
-    has_field_ttls: impl FnOnce() -> bool,
+    without_field_ttls: impl FnOnce() -> bool,
 ) {
     // Admitted before subscribing: a server whose table is out of use does not subscribe to
     // events it would then be called back for on every write (on Redis 7.0, each keep-alive's
@@ -32,16 +30,30 @@ pub fn keep(
     if !(super::admits(db, name) && watch(ctx)) {
         return;
     }
-    if without_field_ttls(field_ttls(ctx), has_field_ttls, || {
-        asked_without_field_ttls(ctx, name, present)
-    }) {
+    if without_field_ttls() {
         super::remember(db, name, fields, config);
     }
 }
 
-/// Whether the fields just read have no TTL of their own, as the server tells: a field with one
-/// can expire with no event until the server deletes it, so its configuration is not kept. One
-/// without is kept until an event forgets it: from then on a TTL set on a field, and a field
+/// Whether the configuration's fields just read from the hash `name` (`present`, a bit each in
+/// [`CONFIG_FIELDS`]' order) have no TTL of their own, as the server tells: asked of the hash
+/// (`shown`) where the server shows field TTLs to modules, of the server (`HPTTL`) where it does
+/// not. Only such a configuration may be kept, by this cache or by a queue of waiters: a field
+/// with a TTL can expire with no event until the server deletes it.
+pub fn fields_without_ttls(
+    ctx: &Context,
+    name: &[u8],
+    present: u8,
+    shown: impl FnOnce() -> bool,
+) -> bool {
+    without_field_ttls(field_ttls(ctx), shown, || {
+        asked_without_field_ttls(ctx, name, present)
+    })
+}
+
+/// Whether the fields just read have no TTL of their own, on a server with `ttls`: a field with
+/// one can expire with no event until the server deletes it, so its configuration is not kept.
+/// One without is kept until an event forgets it: from then on a TTL set on a field, and a field
 /// added, is a hash event. `shown` asks the hash, where the server shows field TTLs; `asked`
 /// asks the server (`HPTTL`) where it does not.
 fn without_field_ttls(

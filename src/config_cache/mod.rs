@@ -34,7 +34,7 @@ mod guard;
 mod spread;
 mod table;
 
-pub use guard::{dataset_changed, keep, key_event, key_removed};
+pub use guard::{dataset_changed, fields_without_ttls, keep, key_event, key_removed};
 pub use table::Known;
 use table::Table;
 

@@ -37,6 +37,21 @@ impl<F> Fields<F> {
     }
 }
 
+/// Where a request's configuration was found, which says whether a queue of waiters may keep
+/// it (see `LimiterKeys::config_to_keep`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// Decoded from the limiter's hash, with the fields found ([`Fields::present`]), any of
+    /// which may have a TTL of its own.
+    Hash { present: u8 },
+    /// With no field TTL: a ONEKEY limiter's own key; a configuration the config cache kept,
+    /// which keeps none whose fields have TTLs and forgets one on any change to its hash (a
+    /// field's new TTL among them); or one a queue kept, by the same rule.
+    WithoutFieldTtls,
+    /// The request's `RATE` option: the request creates the limiter.
+    Created,
+}
+
 /// A configuration decoded from its hash, with the fields found ([`Fields::present`]).
 pub(super) struct ReadConfig {
     pub(super) config: Config,
@@ -56,22 +71,35 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
     /// The configuration; `None` if the limiter does not exist. Kept once read (see
     /// [`config_cache`]), so a busy limiter's hash is decoded again only when it changed.
     pub fn config(&self) -> Result<Option<Config>, Error> {
+        Ok(self.found_config()?.map(|(config, _)| config))
+    }
+
+    /// The configuration and where it was found; `None` if the limiter does not exist.
+    pub(super) fn found_config(&self) -> Result<Option<(Config, Origin)>, Error> {
         if let Some(config) = self.packed_config()? {
-            return Ok(Some(config));
+            return Ok(Some((config, Origin::WithoutFieldTtls)));
         }
         if !self.hash.exists() {
             return Ok(None);
         }
         let fields = self.hash.hash_len();
         if let Some(config) = self.data.kept_config(fields) {
-            return Ok(Some(config));
+            return Ok(Some((config, Origin::WithoutFieldTtls)));
         }
-        let config = self.read_config()?;
-        self.data
-            .keep_config(self.name, fields, config.config, config.present, || {
-                self.hash.has_field_ttls()
-            });
-        Ok(Some(config.config))
+        let read = self.read_config()?;
+        self.data.keep_config(self.name, fields, read.config, || {
+            self.without_field_ttls(read.present)
+        });
+        let origin = Origin::Hash {
+            present: read.present,
+        };
+        Ok(Some((read.config, origin)))
+    }
+
+    /// Whether the configuration's fields found in the hash (`present`, as
+    /// [`Fields::present`]) have no TTL of their own (see [`Dataset::without_field_ttls`]).
+    pub(super) fn without_field_ttls(&self, present: u8) -> bool {
+        self.data.without_field_ttls(&self.hash, present)
     }
 
     /// The configuration decoded from the hash, which exists, and the fields found.

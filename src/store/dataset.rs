@@ -35,8 +35,6 @@ pub trait OpenKey<M: OpenMode> {
     fn hash_get<const N: usize>(&self, fields: [&StaticString; N]) -> [Option<Self::Field>; N];
     /// The number of fields of a hash.
     fn hash_len(&self) -> usize;
-    /// Whether a hash has a field with a TTL of its own.
-    fn has_field_ttls(&self) -> bool;
     /// Visits `(score, member)` pairs of a zset in a score span, in `order`.
     fn zscan<E>(
         &self,
@@ -77,15 +75,20 @@ pub trait Dataset {
     fn refuse_split<M: OpenMode>(&self, name: &[u8], keys: &[&Self::Key<M>]) -> Result<(), Error>;
     /// The configuration kept for this limiter, if its hash still has `fields` fields.
     fn kept_config(&self, fields: usize) -> Option<Config>;
-    /// Offers a configuration just read from the limiter's hash to be kept.
+    /// Offers a configuration just read from the limiter's hash to be kept, if
+    /// `without_field_ttls` (asked only then: see [`Dataset::without_field_ttls`]).
     fn keep_config(
         &self,
         name: &[u8],
         fields: usize,
         config: Config,
-        present: u8,
-        has_field_ttls: impl FnOnce() -> bool,
+        without_field_ttls: impl FnOnce() -> bool,
     );
+    /// Whether the configuration's fields just read from the limiter's `hash` (`present`, a bit
+    /// each in `config_cache::CONFIG_FIELDS`' order) have no TTL of their own: the one check
+    /// before a configuration is kept, by the config cache or by a queue of waiters, since such
+    /// a TTL can pass with no event until the server deletes the field.
+    fn without_field_ttls<M: OpenMode>(&self, hash: &Self::Key<M>, present: u8) -> bool;
     /// The database the keys are in.
     fn db(&self) -> i32;
     /// The server's clock, in unix ms: what TTLs run on.
@@ -147,18 +150,15 @@ impl<'c> Dataset for Server<'c> {
         name: &[u8],
         fields: usize,
         config: Config,
-        present: u8,
-        has_field_ttls: impl FnOnce() -> bool,
+        without_field_ttls: impl FnOnce() -> bool,
     ) {
-        config_cache::keep(
-            self.ctx,
-            self.db,
-            name,
-            fields,
-            config,
-            present,
-            has_field_ttls,
-        );
+        config_cache::keep(self.ctx, self.db, name, fields, config, without_field_ttls);
+    }
+
+    fn without_field_ttls<M: OpenMode>(&self, hash: &Key<'c, M>, present: u8) -> bool {
+        config_cache::fields_without_ttls(self.ctx, Key::name(hash), present, || {
+            hash.has_field_ttls()
+        })
     }
 
     #[inline]
@@ -198,10 +198,6 @@ impl<'c, M: OpenMode> OpenKey<M> for Key<'c, M> {
     #[inline]
     fn hash_len(&self) -> usize {
         Key::hash_len(self)
-    }
-    #[inline]
-    fn has_field_ttls(&self) -> bool {
-        Key::has_field_ttls(self)
     }
     #[inline]
     fn zscan<E>(

@@ -1,5 +1,5 @@
-//! An in-memory dataset for the store's unit tests: strings, hashes and zsets with TTLs, enough
-//! to hold Redisson's hash, value and permits zset and a ONEKEY limiter's string. It applies
+//! An in-memory dataset for the store's unit tests: strings, hashes and zsets with TTLs (and
+//! hash fields with TTLs of their own, as HPEXPIREAT sets them), enough to hold Redisson's hash, value and permits zset and a ONEKEY limiter's string. It applies
 //! the same [`Effect`]s [`crate::key::Key::apply`] applies to the server, and logs each one that
 //! changed something, as the command that would be replicated.
 
@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 
+use super::config::FIELD_NAMES;
 use super::dataset::{Dataset, OpenKey};
 use super::LimiterKeys;
 use crate::error::Error;
@@ -29,6 +30,32 @@ pub enum Value {
 struct Stored {
     value: Value,
     expires_at: Option<i64>,
+    /// A hash's fields with a TTL of their own, by field: the absolute expiry in unix ms.
+    field_expiries: BTreeMap<Vec<u8>, i64>,
+}
+
+impl Stored {
+    fn new(value: Value, expires_at: Option<i64>) -> Self {
+        Stored {
+            value,
+            expires_at,
+            field_expiries: BTreeMap::new(),
+        }
+    }
+
+    /// Drops the hash fields whose expiry has come, as the server does when it finds them.
+    fn expire_fields(&mut self, now: i64) {
+        let Value::Hash(hash) = &mut self.value else {
+            return;
+        };
+        self.field_expiries.retain(|field, at| {
+            let live = *at > now;
+            if !live {
+                hash.remove(field);
+            }
+            live
+        });
+    }
 }
 
 /// The dataset: keys by name, the server's clock, and the writes made.
@@ -53,18 +80,37 @@ impl Memory {
 
     /// Puts a value as a client would, without a TTL.
     pub fn put(&self, name: &[u8], value: Value) {
-        self.keys.borrow_mut().insert(
-            name.to_vec(),
-            Stored {
-                value,
-                expires_at: None,
-            },
-        );
+        self.keys
+            .borrow_mut()
+            .insert(name.to_vec(), Stored::new(value, None));
     }
 
-    /// The live value of a key.
+    /// Gives a live hash's `field` a TTL of its own, expiring at `at` (HPEXPIREAT); whether the
+    /// field is there.
+    pub fn expire_field(&self, name: &[u8], field: &[u8], at: i64) -> bool {
+        self.write(name, |entry| match entry {
+            Some(Stored {
+                value: Value::Hash(hash),
+                field_expiries,
+                ..
+            }) if hash.contains_key(field) => {
+                field_expiries.insert(field.to_vec(), at);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// The live value of a key, without its expired hash fields (a hash left with none is
+    /// gone).
     pub fn get(&self, name: &[u8]) -> Option<Value> {
-        self.live(name, |stored| stored.value.clone())
+        let now = self.now.get();
+        self.live(name, |stored| {
+            let mut stored = stored.clone();
+            stored.expire_fields(now);
+            stored.value
+        })
+        .filter(|value| !matches!(value, Value::Hash(hash) if hash.is_empty()))
     }
 
     /// The absolute expiry of a live key.
@@ -113,6 +159,9 @@ impl Memory {
         let mut entry = keys
             .remove(name)
             .filter(|stored| stored.expires_at.is_none_or(|at| at > now));
+        if let Some(stored) = &mut entry {
+            stored.expire_fields(now);
+        }
         let result = write(&mut entry);
         if let Some(stored) = entry {
             let empty = match &stored.value {
@@ -160,7 +209,25 @@ impl<'m> Dataset for &'m Memory {
         None
     }
 
-    fn keep_config(&self, _: &[u8], _: usize, _: Config, _: u8, _: impl FnOnce() -> bool) {}
+    fn keep_config(&self, _: &[u8], _: usize, _: Config, _: impl FnOnce() -> bool) {}
+
+    /// As the server's HPTTL answers: each field found is there, without a TTL of its own.
+    fn without_field_ttls<M: OpenMode>(&self, hash: &MemoryKey<'m, M>, present: u8) -> bool {
+        self.live(&hash.name, |stored| {
+            let Value::Hash(fields) = &stored.value else {
+                return false;
+            };
+            FIELD_NAMES
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| present & (1 << i) != 0)
+                .all(|(_, field)| {
+                    let field = field.bytes();
+                    fields.contains_key(field) && !stored.field_expiries.contains_key(field)
+                })
+        })
+        .unwrap_or(false)
+    }
 
     fn db(&self) -> i32 {
         0
@@ -205,10 +272,7 @@ impl<M> MemoryKey<'_, M> {
             None => {
                 let mut members = Vec::new();
                 let changed = change(&mut members);
-                *entry = Some(Stored {
-                    value: Value::ZSet(members),
-                    expires_at: None,
-                });
+                *entry = Some(Stored::new(Value::ZSet(members), None));
                 changed
             }
         })
@@ -217,10 +281,7 @@ impl<M> MemoryKey<'_, M> {
     fn set_string(&self, bytes: &[u8], at: Option<i64>) {
         self.memory.write(&self.name, |entry| {
             let kept = entry.as_ref().and_then(|stored| stored.expires_at);
-            *entry = Some(Stored {
-                value: Value::String(bytes.to_vec()),
-                expires_at: at.or(kept),
-            });
+            *entry = Some(Stored::new(Value::String(bytes.to_vec()), at.or(kept)));
         });
     }
 }
@@ -280,10 +341,6 @@ impl<M: OpenMode> OpenKey<M> for MemoryKey<'_, M> {
             Some(Value::Hash(hash)) => hash.len(),
             _ => 0,
         }
-    }
-
-    fn has_field_ttls(&self) -> bool {
-        false
     }
 
     fn zscan<E>(
@@ -347,14 +404,14 @@ impl<M: OpenMode> OpenKey<M> for MemoryKey<'_, M> {
             }
             Effect::HSet(fields) => {
                 let done = memory.write(&self.name, |entry| {
-                    let entry = entry.get_or_insert_with(|| Stored {
-                        value: Value::Hash(BTreeMap::new()),
-                        expires_at: None,
-                    });
+                    let entry = entry
+                        .get_or_insert_with(|| Stored::new(Value::Hash(BTreeMap::new()), None));
                     let Value::Hash(hash) = &mut entry.value else {
                         return false;
                     };
                     for (field, value) in fields {
+                        // As HSET does, a field written loses its own TTL.
+                        entry.field_expiries.remove(field.to_bytes());
                         hash.insert(field.to_bytes().to_vec(), value.to_vec());
                     }
                     !fields.is_empty()
@@ -371,8 +428,12 @@ impl<M: OpenMode> OpenKey<M> for MemoryKey<'_, M> {
                 let done = memory.write(&self.name, |entry| match entry {
                     Some(Stored {
                         value: Value::Hash(hash),
+                        field_expiries,
                         ..
-                    }) => hash.remove(field.to_bytes()).is_some(),
+                    }) => {
+                        field_expiries.remove(field.to_bytes());
+                        hash.remove(field.to_bytes()).is_some()
+                    }
                     _ => false,
                 });
                 (done, format!("HDEL {{key}} {}", field.to_string_lossy()))

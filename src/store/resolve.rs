@@ -4,6 +4,7 @@
 
 use std::cell::OnceCell;
 
+use super::config::Origin;
 use super::dataset::{Dataset, OpenKey, Server};
 use super::{LimiterKeys, Stored};
 use crate::error::Error;
@@ -16,14 +17,15 @@ use crate::sliding_log::{Config, Mode};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Configuration {
     pub config: Config,
-    /// The hash is absent and the request creates the limiter when it commits.
-    creates: bool,
+    /// Where it was found; `Created` when the hash is absent and the request creates the
+    /// limiter when it commits.
+    origin: Origin,
 }
 
 impl Configuration {
     /// Whether the limiter's hash exists (it is not created by this request).
     pub fn exists(&self) -> bool {
-        !self.creates
+        self.origin != Origin::Created
     }
 
     /// A request of `permits` is refused outright when it exceeds the rate: no wait would ever
@@ -37,7 +39,7 @@ impl Configuration {
 
     /// The configuration written when the request commits, if it creates the limiter.
     pub(super) fn created(&self) -> Option<&Config> {
-        self.creates.then_some(&self.config)
+        (self.origin == Origin::Created).then_some(&self.config)
     }
 }
 
@@ -98,11 +100,8 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// option) when its hash is absent; otherwise the limiter is not initialized. A missing
     /// hash may be one a slot migration moved away from the derived keys: refused as such.
     pub fn configuration(&self, create: Option<&Config>) -> Result<Configuration, Error> {
-        match (self.config()?, create) {
-            (Some(config), _) => Ok(Configuration {
-                config,
-                creates: false,
-            }),
+        match (self.found_config()?, create) {
+            (Some((config, origin)), _) => Ok(Configuration { config, origin }),
             (None, create) => {
                 // A ONEKEY limiter is its one key: nothing of it can be split off.
                 if create.is_none_or(|config| config.mode != Mode::OneKey) {
@@ -111,7 +110,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
                 let config = create.ok_or_else(|| Error::not_initialized(self.name))?;
                 Ok(Configuration {
                     config: *config,
-                    creates: true,
+                    origin: Origin::Created,
                 })
             }
         }
@@ -158,7 +157,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
         }
         let configuration = Configuration {
             config,
-            creates: false,
+            origin: Origin::WithoutFieldTtls,
         };
         self.resolve(configuration, client)
     }
@@ -167,16 +166,16 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     /// limiter changed (see `resolve_kept`): not one the request itself created, since its hash
     /// may then be made another way (the module's own writes report nothing to the waiters);
     /// not one read from a hash whose fields have TTLs of their own, which may pass with no
-    /// event until the server expires the field.
+    /// event until the server deletes the field: asked as the config cache asks, on every
+    /// server (see [`Dataset::without_field_ttls`]).
     pub fn config_to_keep(&self, resolved: &Resolved<'_, M, D>) -> Option<Config> {
         let configuration = resolved.configuration();
-        if configuration.creates {
-            return None;
-        }
-        if matches!(resolved.state, Stored::Keys(_)) && self.hash.has_field_ttls() {
-            return None;
-        }
-        Some(configuration.config)
+        let keep = match configuration.origin {
+            Origin::Created => false,
+            Origin::WithoutFieldTtls => true,
+            Origin::Hash { present } => self.without_field_ttls(present),
+        };
+        keep.then_some(configuration.config)
     }
 
     /// Resolves a limiter that must exist, for `client`.

@@ -513,3 +513,50 @@ fn corrupt_state_values_and_members_are_named() {
         "{error:?}"
     );
 }
+
+/// What a queue of waiters may keep of the configuration its request was resolved with.
+fn kept_by_a_queue(memory: &Memory, create: Option<&Config>) -> Result<Option<Config>, Error> {
+    let limiter = memory.limiter::<Write>(NAME)?;
+    let resolved = limiter.resolve_for(create, None, 1)?;
+    Ok(limiter.config_to_keep(&resolved))
+}
+
+/// A queue keeps a configuration until an event says its limiter changed, so never one read
+/// from fields with TTLs of their own: such a TTL passes with no event until the field is
+/// deleted. Nor one the request creates. A field written again loses its TTL, and is kept again.
+#[test]
+fn a_queue_keeps_no_configuration_whose_fields_have_ttls_of_their_own() {
+    let config = three_key(5, 60_000);
+    let memory = Memory::at(T0);
+    assert_eq!(kept_by_a_queue(&memory, Some(&config)), Ok(None), "created");
+    set_rate(&memory, config, false, T0).expect("set");
+    assert_eq!(kept_by_a_queue(&memory, None), Ok(Some(config)));
+    let Some(Value::Hash(hash)) = memory.get(NAME) else {
+        panic!("no hash")
+    };
+    assert!(hash.contains_key(&b"keepAliveTime"[..]), "{hash:?}");
+    for field in hash.keys() {
+        let memory = Memory::at(T0);
+        set_rate(&memory, config, false, T0).expect("set");
+        assert!(memory.expire_field(NAME, field, T0 + 1000));
+        let name = String::from_utf8_lossy(field);
+        assert_eq!(kept_by_a_queue(&memory, None), Ok(None), "{name} has a TTL");
+        set_rate(&memory, config, false, T0).expect("written again");
+        assert_eq!(
+            kept_by_a_queue(&memory, None),
+            Ok(Some(config)),
+            "{name} written again"
+        );
+    }
+    // Once the TTL passes, the field is gone: the limiter it configured is not initialized.
+    assert!(memory.expire_field(NAME, b"rate", T0 + 1000));
+    memory.set_now(T0 + 1000);
+    assert_eq!(
+        kept_by_a_queue(&memory, None),
+        Err(Error::not_initialized(NAME))
+    );
+    // A ONEKEY limiter's configuration is in its own string: kept.
+    let memory = Memory::at(T0);
+    set_rate(&memory, one_key(5, 0), false, T0).expect("set");
+    assert_eq!(kept_by_a_queue(&memory, None), Ok(Some(one_key(5, 0))));
+}

@@ -1079,3 +1079,58 @@ fn waiters_fail_when_their_limiter_expires() {
     assert_eq!(served(waiter).reply, Reply::Error(not_initialized("api")));
     wait_blocked(&mut con, 0);
 }
+
+/// A field of the configuration gets a TTL of its own while a client waits: the queue, told by
+/// the field's event, reads the configuration again, and must not keep it, since the TTL then
+/// passes with no event (active expiry off here: only a read finds the field gone). Redis 8
+/// shows the TTL to the module; Redis 7.4 and Valkey 9 do not, and the module asks the server,
+/// as the config cache does. Once the `rate` field has expired, the waiter's next check (by the
+/// debug clock, past the 60 s window that refused it) finds the limiter without a configuration
+/// and fails it: under the configuration kept from before, it would be granted.
+#[test]
+fn waiters_are_served_by_the_configuration_a_field_ttl_leaves() {
+    for ttl in FIELD_TTLS_MS {
+        match waiter_after_a_field_ttl(ttl) {
+            None => return eprintln!("no HPEXPIRE on this server: nothing to check"),
+            Some(true) => return,
+            Some(false) => eprintln!("the checks outlasted a {ttl} ms TTL: again, longer"),
+        }
+    }
+    panic!("the checks outlasted every TTL tried: {FIELD_TTLS_MS:?} ms");
+}
+
+fn waiter_after_a_field_ttl(ttl: i64) -> Option<bool> {
+    let server = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--enable-debug-command", "yes"],
+    );
+    let mut con = server.conn();
+    if field_ttls(&mut con) == FieldTtls::None {
+        return None;
+    }
+    let _: String = line(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0").unwrap();
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 60000");
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+    let mut other = server.conn();
+    let set: Vec<i64> = line(&mut other, &format!("HPEXPIRE api {ttl} FIELDS 1 rate")).unwrap();
+    assert_eq!(set, [1]);
+    let expires_at: Vec<i64> = line(&mut other, "HPEXPIRETIME api FIELDS 1 rate").unwrap();
+    // The check the field's event asked for has run once this command is answered behind it,
+    // before the field expired if the server's clock says so.
+    let _: String = line(&mut con, "PING").unwrap();
+    if server_ms(&mut con) >= expires_at[0] {
+        return Some(false);
+    }
+    assert_eq!(
+        blocked(&mut con),
+        (1, 1),
+        "still refused under the 60 s window"
+    );
+    wait_for_server_time(&mut con, expires_at[0]);
+    advance(&mut con, 60_000);
+    assert_eq!(served(waiter).reply, Reply::Error(not_initialized("api")));
+    wait_blocked(&mut con, 0);
+    Some(true)
+}

@@ -406,3 +406,53 @@ pub fn keyevents_until_sentinel(mut pubsub: redis::PubSub<'_>) -> Vec<(String, V
         events.push((event, key));
     }
 }
+
+/// How a server has hash field TTLs (HPEXPIRE, Redis 7.4+ and Valkey 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldTtls {
+    None,
+    /// Shown to modules (Redis 8).
+    Shown,
+    /// Hidden from modules (Redis 7.4, Valkey 9): the module asks HPTTL.
+    Hidden,
+}
+
+pub fn field_ttls(con: &mut Connection) -> FieldTtls {
+    let supported: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("HPEXPIRE")
+        .query(con)
+        .unwrap();
+    if matches!(&supported, Value::Array(items) if items.iter().all(|v| *v == Value::Nil)) {
+        return FieldTtls::None;
+    }
+    let valkey = info_field(con, "server", "valkey_version").is_some();
+    let redis_major = info_field(con, "server", "redis_version")
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()))
+        .unwrap_or(0);
+    if valkey || redis_major < 8 {
+        FieldTtls::Hidden
+    } else {
+        FieldTtls::Shown
+    }
+}
+
+/// Waits until the server's clock has passed `at` (a hang after HANG).
+pub fn wait_for_server_time(con: &mut Connection, at: i64) {
+    let deadline = Instant::now()
+        + HANG
+        + Duration::from_millis(u64::try_from(at - server_ms(con)).unwrap_or(0));
+    while server_ms(con) <= at {
+        assert!(
+            Instant::now() < deadline,
+            "the server's clock never passed {at}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Field TTLs run on the server's real clock: each test of them acts before the field expires
+/// and after. What it does before must all have been answered before the expiry (checked on the
+/// server's clock); on a machine too slow for that, the attempt shows nothing and runs again
+/// with a longer TTL.
+pub const FIELD_TTLS_MS: [i64; 3] = [1000, 10_000, 60_000];
