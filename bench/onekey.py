@@ -6,6 +6,9 @@ today, side by side on one server in one run (`make bench-onekey`; also run by `
 
 Contenders, each on keys of its own in database 0:
 - onekey:   RATELIMIT.ALLOW key RATE 100 60000 ONEKEY KEEPALIVE 60000 (default precision 1 s);
+- try:      RATELIMIT.TRYACQUIRE with the same arguments: the same decision and write, with a
+            one-value reply (nil or the wait) where ALLOW names five fields; read beside GCRA
+            (whose reply is five integers) it tells the decision's cost from ALLOW's reply's;
 - three:    the same without ONEKEY: Redisson's hash, value and permits zset (precision 1 ms);
 - gcra:     the module's GCRA key 99 100 60;
 - fixed:    rate-limit-redis's fixed-window script (PTTL, INCR or SET PX: one key), read at run
@@ -164,20 +167,21 @@ def rs_keys(name):
 
 
 class Contenders:
-    ORDER = ["onekey", "three", "gcra", "fixed", "redisson", "limits"]
+    ORDER = ["onekey", "try", "three", "gcra", "fixed", "redisson", "limits"]
     # Part 1 and 2 measure the issue's five; limits' moving window is in the memory tables.
-    CPU = ["onekey", "three", "gcra", "fixed", "redisson"]
+    CPU = ["onekey", "try", "three", "gcra", "fixed", "redisson"]
     LABEL = {
         "onekey": "ALLOW ... ONEKEY (one key)",
+        "try": "TRYACQUIRE ... ONEKEY (one key, one-value reply)",
         "three": "ALLOW (three keys)",
         "gcra": "GCRA key 99 100 60",
         "fixed": "rate-limit-redis fixed window",
         "redisson": "Redisson RRateLimiter script",
         "limits": "limits moving window",
     }
-    PREFIX = {"onekey": "ok:", "three": "tk:", "gcra": "g:", "fixed": "fw:", "redisson": "rs:",
+    PREFIX = {"onekey": "ok:", "try": "to:", "three": "tk:", "gcra": "g:", "fixed": "fw:", "redisson": "rs:",
               "limits": "lm:"}
-    STAT = {"onekey": "ratelimit.allow", "three": "ratelimit.allow", "gcra": "gcra",
+    STAT = {"onekey": "ratelimit.allow", "try": "ratelimit.tryacquire", "three": "ratelimit.allow", "gcra": "gcra",
             "fixed": "evalsha", "redisson": "evalsha", "limits": "evalsha"}
 
     def __init__(self, con):
@@ -197,6 +201,9 @@ class Contenders:
     def command(self, who, name, now_ms):
         if who == "onekey":
             return ("RATELIMIT.ALLOW", name, "RATE", RATE, INTERVAL, "ONEKEY", "KEEPALIVE",
+                    KEEPALIVE)
+        if who == "try":
+            return ("RATELIMIT.TRYACQUIRE", name, "RATE", RATE, INTERVAL, "ONEKEY", "KEEPALIVE",
                     KEEPALIVE)
         if who == "three":
             return ("RATELIMIT.ALLOW", name, "RATE", RATE, INTERVAL, "KEEPALIVE", KEEPALIVE)
@@ -219,6 +226,10 @@ class Contenders:
             assert isinstance(r, list) and len(r) == 10 and r[0] in (b"allowed", "allowed"), r
             return 1 if r[1] == 1 else 0
 
+        def tryacquire(r):
+            assert r is None or (isinstance(r, int) and r > 0), r
+            return 1 if r is None else 0
+
         def gcra(r):
             assert isinstance(r, list) and len(r) == 5, r
             return 1 if r[0] == 0 else 0
@@ -234,7 +245,7 @@ class Contenders:
         def limits(r):
             assert r in (1, None), r
             return 1 if r == 1 else 0
-        return {"onekey": allow, "three": allow, "gcra": gcra, "fixed": fixed,
+        return {"onekey": allow, "try": tryacquire, "three": allow, "gcra": gcra, "fixed": fixed,
                 "redisson": redisson, "limits": limits}[who]
 
     def populate_script(self, who):
@@ -247,6 +258,13 @@ class Contenders:
 for i = a, b do
   local r = redis.call('RATELIMIT.ALLOW', p .. i, 'RATE', {RATE}, {INTERVAL}, {extra}'KEEPALIVE', {KEEPALIVE})
   n = n + r[2]
+end
+return n"""
+        if who == "try":
+            return head + f"""local n = 0
+for i = a, b do
+  local r = redis.call('RATELIMIT.TRYACQUIRE', p .. i, 'RATE', {RATE}, {INTERVAL}, 'ONEKEY', 'KEEPALIVE', {KEEPALIVE})
+  if not r then n = n + 1 end
 end
 return n"""
         if who == "gcra":
@@ -437,7 +455,9 @@ def print_cpu_table(label, row, c, note, flush=True):
         f, rs, g = row["fixed"][key], row["redisson"][key], row["gcra"][key]
         print(f"targets ({what}): onekey <= fixed window: {f:.2f}x {'held' if f <= 1 else 'MISSED'}; "
               f"redisson >= 3x onekey: {1 / rs:.2f}x {'held' if rs <= 1 / 3 else 'MISSED'}; "
-              f"onekey <= 1.3x gcra: {g:.2f}x {'held' if g <= 1.3 else 'MISSED'}", flush=flush)
+              f"onekey <= 1.3x gcra: {g:.2f}x {'held' if g <= 1.3 else 'MISSED'}; "
+              f"the decision alone (TRYACQUIRE ONEKEY / GCRA): {g / row['try'][key]:.2f}x",
+              flush=flush)
 
 
 # ---------------------------------------------------------------- part 2: instructions (callgrind)
@@ -512,8 +532,8 @@ def print_cg_table(label, row, c):
     f, rs, g = row["fixed"], row["redisson"], row["gcra"]
     print(f"targets: onekey <= fixed window: {ok / f:.2f}x {'held' if ok <= f else 'MISSED'}; "
           f"redisson / onekey >= 3: {rs / ok:.2f}x {'held' if rs >= 3 * ok else 'MISSED'}; "
-          f"onekey <= 1.3x gcra: {ok / g:.2f}x {'held' if ok <= 1.3 * g else 'MISSED'}",
-          flush=True)
+          f"onekey <= 1.3x gcra: {ok / g:.2f}x {'held' if ok <= 1.3 * g else 'MISSED'}; "
+          f"the decision alone (TRYACQUIRE ONEKEY / GCRA): {row['try'] / g:.2f}x", flush=True)
 
 
 # ---------------------------------------------------------------- part 3: memory
