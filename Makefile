@@ -35,6 +35,8 @@
 #   make test-node-valkey9  the same against Valkey 9.1.2 (../shared/servers)
 #   make dist-node  the Node package's npm tarball, in target/dist/
 #   make bench-node  the Node store against rate-limit-redis's and rate-limiter-flexible's scripts
+#   make test-node-upstream FLEXIBLE_REPO=<dir> RATE_LIMIT_REDIS_REPO=<dir>  rate-limiter-flexible's and
+#               rate-limit-redis's own tests against the Node package (node/test/upstream/README.md)
 
 REDIS_SERVER ?= redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -441,6 +443,26 @@ test-node: build deps-node
 test-node-valkey9: build deps-node
 	@server="$$(.ci/fetch-shared valkey9)" && "$$server" --version && \
 		export $(call NODE_ENV_FOR,debug) REDIS_SERVER="$$server" && cd $(NODE_PKG) && npm test --silent
+
+## rate-limiter-flexible's own RateLimiterRedis tests and rate-limit-redis's own store test,
+## unedited, against this package (node/test/upstream/README.md; not in CI: the files come from
+## the upstream repositories, which CI cannot reach): FLEXIBLE_REPO and RATE_LIMIT_REDIS_REPO name
+## a checkout or a git directory of each. Their dev dependencies (mocha, chai, sinon, jest, ...) at
+## the versions node/test/upstream/package-lock.json pins, in target/node-upstream/.
+.PHONY: test-node-upstream
+NODE_UPSTREAM_DEPS := target/node-upstream
+$(NODE_UPSTREAM_DEPS)/node_modules/.package-lock.json: $(NODE_PKG)/test/upstream/package-lock.json $(NODE_PKG)/test/upstream/package.json
+	@mkdir -p $(NODE_UPSTREAM_DEPS)
+	cp $^ $(NODE_UPSTREAM_DEPS)/
+	cd $(NODE_UPSTREAM_DEPS) && npm ci --no-audit --no-fund
+
+test-node-upstream: build deps-node $(NODE_UPSTREAM_DEPS)/node_modules/.package-lock.json
+	@test -n "$(FLEXIBLE_REPO)" && test -n "$(RATE_LIMIT_REDIS_REPO)" || \
+		{ echo "test-node-upstream: set FLEXIBLE_REPO and RATE_LIMIT_REDIS_REPO (node/test/upstream/README.md)"; exit 1; }
+	@"$(REDIS_SERVER)" --version
+	@export $(call NODE_ENV_FOR,debug) REDIS_SERVER="$(REDIS_SERVER)"; \
+		node $(NODE_PKG)/test/upstream/run.js --flexible "$(FLEXIBLE_REPO)" \
+			--rate-limit-redis "$(RATE_LIMIT_REDIS_REPO)" --deps $(NODE_UPSTREAM_DEPS)/node_modules
 
 ## `npm pack`: the package's files only (package.json's "files"), types included.
 dist-node:

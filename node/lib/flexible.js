@@ -46,16 +46,19 @@ function windowMs(ms, name) {
   return ms;
 }
 
-/** Points as rate-limiter-flexible's Redis store takes them: an integer, or a string of digits. */
+/**
+ * Points as rate-limiter-flexible's Redis store takes them: an integer, or a string of digits,
+ * refused with the library's own messages (its suite and its users match on them).
+ */
 function pointsOf(points) {
   if (typeof points === 'string') {
     if (!/^[1-9][0-9]*$/.test(points)) {
-      throw new Error(`ratelimit-node/flexible: points given as a string must be a positive integer, got '${points}'`);
+      throw new Error('Consuming string different than integer values is not supported by this package');
     }
     return Number(points);
   }
   if (!Number.isInteger(points)) {
-    throw new Error(`ratelimit-node/flexible: points must be an integer, got ${String(points)}`);
+    throw new Error('Consuming decimal number of points is not supported by this package');
   }
   if (points < 0) {
     throw new Error(`ratelimit-node/flexible: points must not be negative, got ${points} (reward() gives points back)`);

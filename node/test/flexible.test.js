@@ -425,11 +425,19 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     }
     // What maps is accepted: blockOnConsumed at points + 1 is the default threshold.
     assert.ok(new RateLimiterRedis({ ...base, blockOnConsumed: 6, inMemoryBlockOnConsumed: 5 }));
-    // Points not an integer are an Error from consume, as the library's.
+    // Points not an integer are an Error from consume, with the library's own messages (its
+    // suite matches them exactly), for both: ours and the library's RateLimiterRedis.
     const l = new RateLimiterRedis(base);
+    const ref = new upstream.RateLimiterRedis({ ...base, keyPrefix: 'ref' });
+    const decimal = { message: 'Consuming decimal number of points is not supported by this package' };
+    const string = { message: 'Consuming string different than integer values is not supported by this package' };
     return Promise.all([
-      assert.rejects(l.consume('k', 1.5), /points must be an integer/),
-      assert.rejects(l.consume('k', 'x'), /positive integer/),
+      ...[l, ref].flatMap((x) => [
+        assert.rejects(x.consume('k', 1.5), decimal),
+        assert.rejects(x.penalty('k', 0.5), decimal),
+        assert.rejects(x.consume('k', 'x'), string),
+        assert.rejects(x.consume('k', '2.0'), string),
+      ]),
       // The library's counter takes a negative consume as a reward; ours refuses it.
       assert.rejects(l.consume('k', -1), /must not be negative/),
     ]);

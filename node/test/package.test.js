@@ -48,6 +48,20 @@ describe('the npm package', () => {
     assert.equal(esm.ioredisSendCommand, cjs.ioredisSendCommand);
   });
 
+  it('TypeScript compiled to CommonJS with esModuleInterop gets the class as the default import', () => {
+    // What a TypeScript (or Babel, or jest) user's build does with `import RedisStore from
+    // 'ratelimit-node'`: the compiler's own output, run here.
+    const ts = require('typescript');
+    const { outputText } = ts.transpileModule(
+      "import RedisStore, { RedisStore as Named } from 'ratelimit-node'; module.exports = { RedisStore, Named };",
+      { compilerOptions: { module: ts.ModuleKind.CommonJS, esModuleInterop: true } },
+    );
+    const mod = { exports: {} };
+    new Function('require', 'module', 'exports', outputText)(require, mod, mod.exports);
+    assert.equal(mod.exports.RedisStore, require('ratelimit-node').RedisStore);
+    assert.equal(mod.exports.Named, require('ratelimit-node').RedisStore);
+  });
+
   it('ratelimit-node/flexible is rate-limiter-flexible with RateLimiterRedis replaced, from require and import', async () => {
     const upstream = require('rate-limiter-flexible');
     const cjs = require('ratelimit-node/flexible');
