@@ -24,9 +24,10 @@ const { startServer } = require('../test/servers');
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const roundsFlag = argv.find((a) => a.startsWith('--rounds='));
-const ROUNDS = Number(roundsFlag ? roundsFlag.slice('--rounds='.length) : (process.env.ROUNDS ?? 5));
-if (!Number.isInteger(ROUNDS) || ROUNDS < 1) {
-  console.error(`bench: the number of rounds must be a positive integer, not ${roundsFlag ?? process.env.ROUNDS}`);
+const roundsText = roundsFlag ? roundsFlag.slice('--rounds='.length) : (process.env.ROUNDS ?? '5');
+const ROUNDS = Number(roundsText);
+if (!/^[0-9]+$/.test(roundsText) || ROUNDS < 1) {
+  console.error(`bench: the number of rounds (--rounds= or ROUNDS) must be a positive integer, not "${roundsText}"`);
   process.exit(2);
 }
 const unknown = argv.filter((a) => a !== '--quick' && !a.startsWith('--rounds='));
