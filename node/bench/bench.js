@@ -266,8 +266,10 @@ async function runScenario(server, clients, scenario) {
     const row = rows.get(store);
     const lat = row.sink.latencies.sort();
     const base = store.replaces && rows.get(list.find((s) => s.name === store.replaces));
-    const ratio = (field) => (base && row.rounds[0][field] !== undefined
-      ? median(row.rounds.map((x, i) => x[field] / base.rounds[i][field])) : undefined);
+    // Each round's ratio of ours to the store it replaces, both measured in that round.
+    const ratios = (field) => (base && row.rounds[0][field] !== undefined
+      ? row.rounds.map((x, i) => x[field] / base.rounds[i][field]) : undefined);
+    const ratio = (field) => (ratios(field) === undefined ? undefined : median(ratios(field)));
     const hasMain = row.rounds[0].main !== undefined;
     return {
       scenario: scenario.name,
@@ -279,6 +281,8 @@ async function runScenario(server, clients, scenario) {
       commandRatio: ratio('command'),
       cpuRatio: ratio('cpu'),
       mainRatio: hasMain ? ratio('main') : undefined,
+      commandRatios: ratios('command'),
+      cpuRatios: ratios('cpu'),
       granted: row.rounds.reduce((n, x) => n + x.granted, 0) / (PER_ROUND * ROUNDS),
       p50: percentile(lat, 50),
       p99: percentile(lat, 99),
@@ -289,7 +293,9 @@ async function runScenario(server, clients, scenario) {
 
 const fixed = (x, digits) => (x === undefined ? '' : x.toFixed(digits));
 const times = (x) => (x === undefined ? '' : `${x.toFixed(2)}x`);
-const held = (x) => `${x.toFixed(3)}x ${x <= 1 ? 'held' : 'MISSED'}`;
+// The verdict on a median ratio, with the rounds' smallest and largest beside it.
+const held = (x, all) => `${x.toFixed(3)}x ${x <= 1 ? 'held' : 'MISSED'} `
+  + `(rounds ${Math.min(...all).toFixed(2)}-${Math.max(...all).toFixed(2)}x)`;
 
 function report(serverName, rows, hasMain) {
   const mainCols = hasMain ? ' main thread CPU µs/call |' : '';
@@ -311,8 +317,9 @@ function report(serverName, rows, hasMain) {
   console.log('');
   for (const scenario of [...new Set(rows.map((r) => r.scenario))]) {
     const verdicts = rows.filter((r) => r.scenario === scenario && r.replaces).map((r) => `${r.store} <= `
-      + `${r.replaces}: command ${held(r.commandRatio)}, server CPU ${held(r.cpuRatio)}`
-      + `${r.mainRatio === undefined ? '' : ` (main thread ${r.mainRatio.toFixed(3)}x)`}`);
+      + `${r.replaces}: command ${held(r.commandRatio, r.commandRatios)}, `
+      + `server CPU ${held(r.cpuRatio, r.cpuRatios)}`
+      + `${r.mainRatio === undefined ? '' : `, main thread ${r.mainRatio.toFixed(3)}x`}`);
     console.log(`${scenario}: ${verdicts.join('; ')}`);
   }
 }
