@@ -469,9 +469,9 @@ dist-node:
 	@mkdir -p target/dist
 	cd $(NODE_PKG) && npm pack --silent --pack-destination ../target/dist
 
-## Server CPU per call (INFO commandstats) and client p50/p99 of the three stores, one server each
-## run, hot key and 200 000 keys at random (node/bench/README.md); BENCH_NODE_ARGS=--quick for a
-## short run. On Valkey 9: REDIS_SERVER="$$(.ci/fetch-shared valkey9)" make bench-node.
+## Command time and server CPU per call (INFO commandstats, INFO cpu) and client p50/p99 of the four
+## stores on one server, hot key and 200 000 keys at random, in ROUNDS (5) rounds with the stores'
+## order rotated each round (node/bench/README.md); BENCH_NODE_ARGS=--quick for a short run. On Valkey 9: REDIS_SERVER="$$(.ci/fetch-shared valkey9)" make bench-node.
 bench-node: release deps-node
 	@"$(REDIS_SERVER)" --version
 	@export $(call NODE_ENV_FOR,release) REDIS_SERVER="$(REDIS_SERVER)"; \
