@@ -101,6 +101,31 @@ function holdCommands(rlKey, n, rate, ms) {
   return commands;
 }
 
+
+/**
+ * Whether `client` can take a command for `rlKey` now, read from the state each client shows,
+ * as rate-limiter-flexible reads it for `rejectIfRedisNotReady`: ioredis's `status`, a
+ * node-redis client's `isReady` (a method in node-redis 3, a flag since 4), a node-redis
+ * cluster's `isOpen` and the readiness of the node serving the key's slot. A client showing
+ * none of these is taken as ready.
+ */
+function clientIsReady(client, rlKey, isReadOnly) {
+  if (client.status) return client.status === 'ready';
+  if (typeof client.isReady === 'function') return Boolean(client.isReady());
+  if (typeof client.isReady === 'boolean') return client.isReady;
+  const slots = client._slots;
+  if (slots && typeof slots.getClient === 'function') {
+    if (typeof client.isOpen === 'boolean' && !client.isOpen) return false;
+    try {
+      const node = slots.getClient(rlKey, isReadOnly);
+      return Boolean(node) && node.isReady === true;
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
+
 class RateLimiterRedis extends StoreAbstract {
   /**
    * rate-limiter-flexible's RateLimiterRedis options. `storeClient` is an ioredis Redis or
@@ -112,9 +137,9 @@ class RateLimiterRedis extends StoreAbstract {
       throw optionError('an options object is required');
     }
     const { points, duration, blockDuration = 0 } = opts;
-    if (!Number.isInteger(points) || points < 1 || points > MAX_RATE) {
-      throw optionError(`points must be an integer between 1 and ${MAX_RATE} (the sliding log's ` +
-        `rate), got ${String(points)}`);
+    if (!Number.isInteger(points) || points < 0 || points > MAX_RATE) {
+      throw optionError(`points must be an integer between 0 and ${MAX_RATE} (the sliding log's ` +
+        `rate; 0 refuses every consume), got ${String(points)}`);
     }
     if (opts.useRedis3AndLowerPackage) {
       throw optionError('useRedis3AndLowerPackage: node-redis 3 and lower (callbacks) is not ' +
@@ -133,7 +158,6 @@ class RateLimiterRedis extends StoreAbstract {
     if (opts.storeClient === undefined || opts.storeClient === null) {
       throw optionError('storeClient is not set');
     }
-    const connection = storeConnection(opts.storeClient, { useRedisPackage: opts.useRedisPackage });
     if (typeof duration !== 'number') {
       throw optionError(`duration must be set: the window in seconds (0: forever), got ${String(duration)}`);
     }
@@ -141,12 +165,25 @@ class RateLimiterRedis extends StoreAbstract {
     windowMs(blockDuration * 1000, 'blockDuration');
     super(opts);
     this.client = opts.storeClient;
-    this._connection = connection;
+    this._useRedisPackage = Boolean(opts.useRedisPackage);
     this._rejectIfRedisNotReady = Boolean(opts.rejectIfRedisNotReady);
   }
 
-  _requireReady() {
-    if (this._rejectIfRedisNotReady && !this._connection.isReady()) {
+  /**
+   * How commands reach the client, made at the first command, as the library touches its client
+   * only then: a client of a kind this package cannot drive fails the first call, and a client
+   * `rejectIfRedisNotReady` finds not ready is refused before that.
+   */
+  get _connection() {
+    if (this._storeConnection === undefined) {
+      this._storeConnection = storeConnection(this.client, { useRedisPackage: this._useRedisPackage });
+    }
+    return this._storeConnection;
+  }
+
+  /** With `rejectIfRedisNotReady`, a call on a client that is not ready fails at once. */
+  _requireReady(rlKey, isReadOnly) {
+    if (this._rejectIfRedisNotReady && !clientIsReady(this.client, rlKey, isReadOnly)) {
       throw new Error('Redis connection is not ready');
     }
   }
@@ -178,18 +215,31 @@ class RateLimiterRedis extends StoreAbstract {
   }
 
   /**
+   * A limiter of no points refuses every consume and logs nothing (no limiter has a rate of 0):
+   * a hold set on the key still reads back; otherwise the wait is a window, as the library's
+   * counter, made by the refused call, would report.
+   */
+  async _refuseAll(rlKey, ms) {
+    const now = await this._peek(rlKey);
+    const wait = ms > 0 ? ms : NEVER_AFTER_MS + 1;
+    if (now === null) return { allowed: 0, limit: 0, remaining: 0, retry_after: wait, reset_after: wait };
+    return { ...now, allowed: 0, retry_after: now.reset_after };
+  }
+
+  /**
    * The store's write, as rate-limiter-flexible's base calls it: `forceExpire` false takes
    * points (consume); true makes the key hold `points` consumed for `msDuration` (block, set).
    */
   async _upsert(rlKey, points, msDuration, forceExpire = false) {
     const n = pointsOf(points);
-    this._requireReady();
+    this._requireReady(rlKey, false);
     const ms = windowMs(msDuration, forceExpire ? 'the block' : 'customDuration');
     if (forceExpire) return this._hold(rlKey, n, ms);
     if (n === 0) {
       return (await this._peek(rlKey))
         ?? { allowed: 1, limit: this.points, remaining: this.points, retry_after: 0, reset_after: 0 };
     }
+    if (this.points === 0) return this._refuseAll(rlKey, ms);
     return this._allow(rlKey, n, ms);
   }
 
@@ -199,7 +249,7 @@ class RateLimiterRedis extends StoreAbstract {
    * points leaves the rest to take until it expires. One transaction, one round trip.
    */
   async _hold(rlKey, n, ms) {
-    const commands = holdCommands(rlKey, n, Math.max(n, this.points), ms);
+    const commands = holdCommands(rlKey, n, Math.max(n, this.points, 1), ms);
     const replies = await this._connection.transaction(rlKey, commands);
     const failed = replies.find((reply) => reply instanceof Error);
     if (failed) throw failed;
@@ -234,7 +284,7 @@ class RateLimiterRedis extends StoreAbstract {
   }
 
   async _get(rlKey) {
-    this._requireReady();
+    this._requireReady(rlKey, true);
     return this._peek(rlKey);
   }
 
@@ -250,7 +300,7 @@ class RateLimiterRedis extends StoreAbstract {
   async _penalty(key, points = 1, options = {}) {
     const rlKey = this.getKey(key);
     const n = pointsOf(points);
-    this._requireReady();
+    this._requireReady(rlKey, false);
     const ms = windowMs(this._getKeySecDuration(options) * 1000, 'customDuration');
     let want = Math.min(n, this.points);
     let taken = 0;
@@ -283,7 +333,7 @@ class RateLimiterRedis extends StoreAbstract {
   async _reward(key, points = 1) {
     const rlKey = this.getKey(key);
     const n = pointsOf(points);
-    this._requireReady();
+    this._requireReady(rlKey, false);
     const commands = [['RATELIMIT.PEEK', rlKey, '0']];
     if (n > 0) commands.unshift(['RATELIMIT.RELEASE', rlKey, String(n)]);
     const replies = await this._connection.transaction(rlKey, commands);

@@ -405,10 +405,47 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
     offline.disconnect();
   });
 
+  it('points 0 refuses every consume, as the library does, and logs nothing', async () => {
+    const l = {
+      ours: new RateLimiterRedis({ storeClient: ioredis, points: 0, duration: 5, keyPrefix: 'zero' }),
+      ref: new upstream.RateLimiterRedis({ storeClient: ioredis, points: 0, duration: 5, keyPrefix: 'zeroref' }),
+    };
+    for (let i = 0; i < 2; i += 1) {
+      // The library counts each refused call (its counter reads 2 after two); the log takes none.
+      const r = await compare(l, (x) => x.consume('k'), { differ: i === 0 ? {} : { consumedPoints: [1, 2], isFirstInDuration: [true, false] } });
+      assert.equal(r.resolved, false);
+      assert.ok(r.res.msBeforeNext > 0 && r.res.msBeforeNext <= 5000, String(r.res.msBeforeNext));
+    }
+    assert.equal(await ioredis.exists('zero:k'), 0, 'nothing logged');
+  });
+
+  it('a client it cannot drive fails the first call, not the constructor, as in the library', async () => {
+    const l = new RateLimiterRedis({ storeClient: {}, points: 1, duration: 1 });
+    await assert.rejects(l.consume('k'), /storeClient must be an ioredis/);
+    // With rejectIfRedisNotReady, a client showing it is not ready is refused first, whatever it
+    // is: ioredis's status, node-redis's isReady (method or flag), a cluster's isOpen and the
+    // key's node. Both classes, the same stubs.
+    const stubs = [
+      { status: 'closed' },
+      { isReady: () => false },
+      { isReady: false },
+      { isOpen: false, _slots: { getClient: () => undefined } },
+      { isOpen: true, _slots: { getClient: () => ({ isReady: false }) } },
+      { isOpen: true, _slots: { getClient: () => { throw new Error('no slot'); } } },
+    ];
+    for (const storeClient of stubs) {
+      for (const Class of [RateLimiterRedis, upstream.RateLimiterRedis]) {
+        const x = new Class({ storeClient, points: 1, duration: 1, rejectIfRedisNotReady: true });
+        await assert.rejects(x.consume('k'), { message: 'Redis connection is not ready' }, JSON.stringify(storeClient));
+        await assert.rejects(x.get('k'), { message: 'Redis connection is not ready' });
+      }
+    }
+  });
+
   it('refuses the options a sliding log cannot serve, naming them', () => {
     const base = { storeClient: ioredis, points: 5, duration: 60 };
     const cases = [
-      [{ points: 0 }, /points must be an integer between 1 and 4294967295/],
+      [{ points: -1 }, /points must be an integer between 0 and 4294967295/],
       [{ points: 1.5 }, /points must be an integer/],
       [{ duration: 0.0001 }, /duration must be 0 or a number of seconds/],
       [{ duration: undefined }, /duration must be set/],
@@ -418,7 +455,6 @@ describe('RateLimiterRedis (rate-limiter-flexible) on the one-key sliding log', 
       [{ useRedis3AndLowerPackage: true }, /node-redis 3 and lower/],
       [{ customIncrTtlLuaScript: 'return 1' }, /customIncrTtlLuaScript/],
       [{ storeClient: undefined }, /storeClient is not set/],
-      [{ storeClient: {} }, /storeClient must be an ioredis/],
     ];
     for (const [opts, message] of cases) {
       assert.throws(() => new RateLimiterRedis({ ...base, ...opts }), message, JSON.stringify(opts));
