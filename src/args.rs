@@ -60,11 +60,11 @@ fn looks_numeric(arg: &[u8]) -> bool {
     }
 }
 
-/// Option names are case-insensitive. Inlined with the length compared first: a parser tries
-/// each of its keywords in turn, and most tries fail on the length alone.
+/// Option names are case-insensitive. Inlined: a parser tries each of its keywords in turn, and
+/// most tries fail on the length alone, which the comparison checks first.
 #[inline]
 pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
-    arg.len() == keyword.len() && arg.eq_ignore_ascii_case(keyword.as_bytes())
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
 }
 
 /// Parses a decimal integer in `min..=max` the way Redis does (optional `-`, digits, no spaces,

@@ -258,6 +258,12 @@ async function runScenario(server, clients, scenario) {
       if (scenario.allGranted && got.granted !== PER_ROUND) {
         throw new Error(`bench: ${scenario.name}: ${store.name} refused ${PER_ROUND - got.granted} of ${PER_ROUND}`);
       }
+      // A refusal is a read where a grant is a write: a share that granted more than a few calls
+      // (its window ran out mid-run) would compare a store's writes with another's reads.
+      if (!scenario.allGranted && got.granted > PER_ROUND / 100) {
+        throw new Error(`bench: ${scenario.name}: ${store.name} granted ${got.granted} of ${PER_ROUND} ` +
+          'calls meant to be refused (the run outlasted the window?)');
+      }
       row.rounds.push(got);
     }
     process.stderr.write(`${scenario.name}: round ${r + 1}/${ROUNDS} done\n`);

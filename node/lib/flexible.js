@@ -103,27 +103,18 @@ function holdCommands(rlKey, n, rate, ms) {
 
 
 /**
- * Whether `client` can take a command for `rlKey` now, read from the state each client shows,
- * as rate-limiter-flexible reads it for `rejectIfRedisNotReady`: ioredis's `status`, a
- * node-redis client's `isReady` (a method in node-redis 3, a flag since 4), a node-redis
- * cluster's `isOpen` and the readiness of the node serving the key's slot. A client showing
- * none of these is taken as ready.
+ * Whether `client` can take a command for `rlKey` now, decided by rate-limiter-flexible's own
+ * RateLimiterRedis (its readiness rule for `rejectIfRedisNotReady`, which reads each kind of
+ * client's state), so a client is refused exactly when the library would refuse it.
  */
 function clientIsReady(client, rlKey, isReadOnly) {
-  if (client.status) return client.status === 'ready';
-  if (typeof client.isReady === 'function') return Boolean(client.isReady());
-  if (typeof client.isReady === 'boolean') return client.isReady;
-  const slots = client._slots;
-  if (slots && typeof slots.getClient === 'function') {
-    if (typeof client.isOpen === 'boolean' && !client.isOpen) return false;
-    try {
-      const node = slots.getClient(rlKey, isReadOnly);
-      return Boolean(node) && node.isReady === true;
-    } catch {
-      return false;
-    }
-  }
-  return true;
+  // Every 11.x has it; a library without it has no such option to honour.
+  if (typeof UpstreamRedis.prototype._isRedisReady !== 'function') return true;
+  return UpstreamRedis.prototype._isRedisReady.call(
+    { client, _rejectIfRedisNotReady: true },
+    rlKey,
+    isReadOnly,
+  );
 }
 
 class RateLimiterRedis extends StoreAbstract {

@@ -1,7 +1,8 @@
 //! An in-memory dataset for the store's unit tests: strings, hashes and zsets with TTLs (and
-//! hash fields with TTLs of their own, as HPEXPIREAT sets them), enough to hold Redisson's hash, value and permits zset and a ONEKEY limiter's string. It applies
-//! the same [`Effect`]s [`crate::key::Key::apply`] applies to the server, and logs each one that
-//! changed something, as the command that would be replicated.
+//! hash fields with TTLs of their own, as HPEXPIREAT sets them), enough to hold Redisson's hash,
+//! value and permits zset and a ONEKEY limiter's string. It applies the same [`Effect`]s
+//! [`crate::key::Key::apply`] applies to the server, and logs each one that changed something,
+//! as the command that would be replicated.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -108,8 +108,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
 }
 
 /// The user running the command, for ACL checks on derived keys. Looked up on the first check,
-/// not at open: a ONEKEY limiter (and a three-key one whose check the config cache spares)
-/// derives no key, so its request never pays for the lookup. `Checked` when the context has no
+/// not at open: a ONEKEY limiter derives no key, so its request never pays for the lookup. `Checked` when the context has no
 /// user (a module timer, for instance): those run on behalf of a command already checked.
 pub(super) enum Caller {
     Client(OnceCell<Option<User>>),

@@ -36,6 +36,9 @@ const PINNED = {
   },
 };
 
+/** The tests the pinned files hold (skipped ones included), so a run that lost some fails. */
+const EXPECTED_TESTS = { flexible: 92, rateLimitRedis: 14 };
+
 const blobId = (bytes) => crypto.createHash('sha1')
   .update(`blob ${bytes.length}\0`).update(bytes).digest('hex');
 
@@ -105,6 +108,16 @@ function runMocha(suiteDir, files, deps, env) {
     outcome.set(key, t.err && Object.keys(t.err).length ? `failed: ${t.err.message}` : 'passed');
   }
   for (const t of json.pending) outcome.set(`${path.basename(t.file)}: ${t.fullTitle}`, 'skipped');
+  // A failing hook (a beforeEach's connect, an afterEach's quit) is reported among the failures
+  // only, and mocha skips the rest of its describe without reporting those tests: each such
+  // failure is an outcome of its own, never listed, so it fails the run.
+  for (const t of json.failures) {
+    const key = `${path.basename(t.file || '')}: ${t.fullTitle}`;
+    if (!outcome.has(key)) outcome.set(key, `failed: ${t.err && t.err.message}`);
+  }
+  if (run.status !== 0 && json.failures.length === 0) {
+    outcome.set('(mocha itself)', `failed: mocha exited ${run.status} with no test failing`);
+  }
   return outcome;
 }
 
@@ -148,7 +161,7 @@ function runJest(suiteDir, deps, env) {
   return outcome;
 }
 
-function judge(name, commit, outcome, listed = new Set()) {
+function judge(name, commit, outcome, listed, expected) {
   const count = { pass: 0, difference: 0, FAIL: 0, skip: 0, 'PASS (listed)': 0 };
   console.log(`\n== ${name} (${commit})`);
   for (const [title, status] of outcome) {
@@ -161,7 +174,12 @@ function judge(name, commit, outcome, listed = new Set()) {
   }
   const unexpected = [...outcome].filter(([t, s]) => (s.startsWith('failed') ? !listed.has(t) : s === 'passed' && listed.has(t)))
     .map(([t]) => t);
-  for (const title of listed) if (!outcome.has(title)) unexpected.push(`${title} (listed, but not run)`);
+  for (const title of listed) {
+    if (!outcome.has(title)) unexpected.push(`${title} (listed, but not run)`);
+    else if (outcome.get(title) === 'skipped') unexpected.push(`${title} (listed, but skipped)`);
+  }
+  // The pinned files hold exactly `expected` tests: fewer means some never ran.
+  if (outcome.size !== expected) unexpected.push(`${outcome.size} outcomes where the pinned files hold ${expected} tests`);
   console.log(`${name}: ${outcome.size} tests, ${count.pass + count['PASS (listed)']} passed, `
     + `${count.difference + count.FAIL} failed (${count.difference} listed differences, ${count.FAIL} not listed), `
     + `${count.skip} skipped by the suite itself`);
@@ -188,13 +206,14 @@ async function main() {
     };
     const listed = differences();
     unexpected.push(...judge('rate-limiter-flexible RateLimiterRedis', flexCommit,
-      runMocha(flexDir, Object.keys(PINNED.flexible).filter((f) => f.endsWith('.test.js')), deps, env), listed['rate-limiter-flexible']));
+      runMocha(flexDir, Object.keys(PINNED.flexible).filter((f) => f.endsWith('.test.js')), deps, env),
+      listed['rate-limiter-flexible'] || new Set(), EXPECTED_TESTS.flexible));
 
     const rlrDir = path.join(tmp, 'rate-limit-redis');
     const rlrCommit = extract(opt['rate-limit-redis'], PINNED.rateLimitRedis, rlrDir);
     unexpected.push(...judge('rate-limit-redis store-test', rlrCommit,
       runJest(rlrDir, deps, { ...env, UPSTREAM_SUITE_DIR: path.join(rlrDir, 'test') }),
-      listed['rate-limit-redis']));
+      listed['rate-limit-redis'] || new Set(), EXPECTED_TESTS.rateLimitRedis));
   } finally {
     await server.stop();
     fs.rmSync(tmp, { recursive: true, force: true });
