@@ -9,6 +9,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"net"
 	"os"
 	"os/exec"
@@ -62,13 +63,28 @@ func ModulePath(t testing.TB) string {
 	return abs
 }
 
+// freePort is a free loopback port any server can take, a cluster node included: at most
+// 55535 (a node's bus port is 10 000 above its own, and the server refuses a port beyond that),
+// with that bus port free too. The kernel's own pick (port 0) comes from the ephemeral range, up
+// to 60999, and in sequence: once above 55535, every retry would be too.
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 200; i++ {
+		port := 20000 + rand.Intn(55536-20000)
+		if bindable(port) && bindable(port+10000) {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port from 20000 to 55535 with its bus port free")
+	return 0
+}
+
+func bindable(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 // Start starts a server with the module (loaded with debug-commands yes) unless plain, with

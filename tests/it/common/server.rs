@@ -161,9 +161,17 @@ pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
+/// A free loopback port any server can take, a cluster node included: at most 55535 (a node's
+/// bus port is 10 000 above its own, and the server refuses a port beyond that), with that bus
+/// port free too. The kernel's own pick (port 0) comes from the ephemeral range, up to 60999, and
+/// in sequence: once above 55535, every retry would be too.
 fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
+    let bindable = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+    for _ in 0..200 {
+        let port = rand::random_range(20000..=55535u16);
+        if bindable(port) && bindable(port + 10000) {
+            return Ok(port);
+        }
+    }
+    Err("no free loopback port from 20000 to 55535 with its bus port free".into())
 }

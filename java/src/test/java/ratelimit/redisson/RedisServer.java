@@ -53,15 +53,37 @@ final class RedisServer implements AutoCloseable {
         return start(false, extra);
     }
 
+    /**
+     * A free loopback port any server can take, a cluster node included: at most 55535 (a node's
+     * bus port is 10 000 above its own, and the server refuses a port beyond that), with that bus
+     * port free too. The kernel's own pick (port 0) comes from the ephemeral range, up to 60999,
+     * and in sequence: once above 55535, every retry would be too.
+     */
+    static int freePort() throws IOException {
+        java.util.Random random = new java.util.Random();
+        for (int i = 0; i < 200; i++) {
+            int port = 20000 + random.nextInt(55536 - 20000);
+            if (bindable(port) && bindable(port + 10000)) {
+                return port;
+            }
+        }
+        throw new IOException("no free loopback port from 20000 to 55535 with its bus port free");
+    }
+
+    private static boolean bindable(int port) {
+        try (ServerSocket s = new ServerSocket(port, 1, InetAddress.getLoopbackAddress())) {
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
     private static RedisServer start(boolean module, String... extra) {
         String binary = System.getenv().getOrDefault("REDIS_SERVER", "redis-server");
         String lastLog = "";
         try {
             for (int attempt = 0; attempt < 5; attempt++) { // a free port can be taken in between
-                int port;
-                try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-                    port = s.getLocalPort();
-                }
+                int port = freePort();
                 Path dir = projectDir().resolve("target/redis-" + port);
                 Files.createDirectories(dir);
                 Path log = dir.resolve("redis.log");
