@@ -61,6 +61,12 @@ ROUNDS = int(os.environ.get("ROUNDS", "5"))
 SIZES = [int(x) for x in os.environ.get("SIZES", "200000,1000000").split(",") if x]
 SIZES_CG = [int(x) for x in os.environ.get("SIZES_CG", "20000").split(",") if x]
 CG_CALLS = int(os.environ.get("CG_CALLS", "2000"))
+# CG_WHO=onekey,gcra picks part 2's contenders; CG_CACHE=1 simulates the caches too and adds a
+# table of estimated cycles (Ir + 10 x L1 misses + 100 x last-level misses, callgrind_annotate's
+# estimate; CG_LL=size,ways,line the last level, 32 MiB by default): what a cold key's misses
+# cost, counted as steadily as the instructions.
+CG_WHO = [w for w in os.environ.get("CG_WHO", "").split(",") if w]
+CG_CACHE = os.environ.get("CG_CACHE", "") == "1"
 MEM_KEYS = int(os.environ.get("MEM_KEYS", "2000"))
 PARTS = os.environ.get("PARTS", "cpu,instructions,memory,profile").split(",")
 RATE, INTERVAL, KEEPALIVE = 100, 60000, 60000
@@ -173,7 +179,7 @@ class Contenders:
     # keys would make part 1's million-key table cross a power of two, and the rehash that
     # follows would be measured); limits' moving window is in the memory tables.
     CPU = ["onekey", "three", "gcra", "fixed", "redisson"]
-    CG = ["onekey", "try", "three", "gcra", "fixed", "redisson"]
+    CG = CG_WHO or ["onekey", "try", "three", "gcra", "fixed", "redisson"]
     LABEL = {
         "onekey": "ALLOW ... ONEKEY (one key)",
         "try": "TRYACQUIRE ... ONEKEY (one key, one-value reply)",
@@ -474,12 +480,12 @@ def instructions(server, module, out):
                "--toggle-collect=RedisModuleCommandDispatcher",
                "--toggle-collect=ValkeyModuleCommandDispatcher",
                "--toggle-collect=evalShaCommand",
-               f"--callgrind-out-file={d0}/callgrind.out"]
+               f"--callgrind-out-file={d0}/callgrind.out"] + (["--cache-sim=yes", "--LL=" + os.environ.get("CG_LL", "33554432,16,64")] if CG_CACHE else [])
     proc, con, _ = start(server, module, wrapper, tag="cg")
     pid = str(proc.pid)
     ctl = lambda *a: subprocess.run(["callgrind_control", *a, pid], check=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows, dumps = {}, {}
+    rows, dumps, cycles, misses = {}, {}, {}, {}
     try:
         c = Contenders(con)
         for size in [0] + SIZES_CG:
@@ -510,18 +516,39 @@ def instructions(server, module, out):
                 ctl("-d")
                 ctl("-i", "off")
                 new = [f for f in glob.glob(f"{d0}/callgrind.out*") if f not in before]
-                total = None
+                events, total = [], None
                 for f in new:
                     for line in open(f):
+                        if line.startswith("events:"):
+                            events = line.split()[1:]
                         if line.startswith("totals:") or line.startswith("summary:"):
-                            total = int(line.split()[1])
-                rows[label][who] = total / CG_CALLS
+                            total = dict(zip(events, map(int, line.split()[1:])))
+                rows[label][who] = total["Ir"] / CG_CALLS
+                if CG_CACHE:
+                    l1 = sum(total.get(e, 0) for e in ("I1mr", "D1mr", "D1mw"))
+                    ll = sum(total.get(e, 0) for e in ("ILmr", "DLmr", "DLmw"))
+                    cycles.setdefault(label, {})[who] = (total["Ir"] + 10 * l1 + 100 * ll) / CG_CALLS
+                    misses.setdefault(label, {})[who] = (l1 / CG_CALLS, ll / CG_CALLS)
                 dumps[(label, who)] = new[-1]
             print_cg_table(label, rows[label], c)
+            if CG_CACHE:
+                print_cache_table(label, rows[label], cycles[label], misses[label], c)
     finally:
         proc.terminate(); proc.wait()
     out["instructions"] = rows
+    if CG_CACHE:
+        out["estimated_cycles"] = cycles
     return dumps
+
+
+def print_cache_table(label, ins, cycles, misses, c):
+    print(f"\nEstimated cycles per call inside the command (callgrind's cache simulation), {label}:")
+    print("| contender | instructions | L1 misses | last-level misses | estimated cycles | onekey / it |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for who in c.CG:
+        l1, ll = misses[who]
+        print(f"| {c.LABEL[who]} | {ins[who]:.0f} | {l1:.1f} | {ll:.1f} | {cycles[who]:.0f} "
+              f"| {cycles.get('onekey', 0) / cycles[who]:.2f} |")
 
 
 def print_cg_table(label, row, c):
@@ -531,6 +558,8 @@ def print_cg_table(label, row, c):
     print("|---|---:|---:|")
     for who in c.CG:
         print(f"| {c.LABEL[who]} | {row[who]:.0f} | {ok / row[who]:.2f} |")
+    if not all(w in row for w in ("fixed", "redisson", "gcra", "try")):
+        return
     f, rs, g = row["fixed"], row["redisson"], row["gcra"]
     print(f"targets: onekey <= fixed window: {ok / f:.2f}x {'held' if ok <= f else 'MISSED'}; "
           f"redisson / onekey >= 3: {rs / ok:.2f}x {'held' if rs >= 3 * ok else 'MISSED'}; "
