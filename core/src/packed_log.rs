@@ -259,10 +259,32 @@ impl PackedLog {
     /// Applies what an acquisition plan writes: the prune, then the grant, which joins the
     /// entry already at its score.
     pub fn apply_acquire(&mut self, plan: &AcquirePlan) {
-        self.prune(plan.prune);
+        *self = self.acquired(plan);
+    }
+
+    /// The state an acquisition plan leaves, made in one allocation with room for the grant:
+    /// the entries the prune keeps (the oldest go, the log being sorted), then the grant, which
+    /// joins the entry already at its score. The state read stays as it was.
+    pub fn acquired(&self, plan: &AcquirePlan) -> PackedLog {
+        let kept = match plan.prune {
+            Prune::Nothing => &self.entries[..],
+            Prune::UpTo(cutoff) => self
+                .entries
+                .get(self.entries.partition_point(|entry| entry.score <= cutoff)..)
+                .unwrap_or_default(),
+            Prune::All => &[],
+        };
+        let mut entries = Vec::with_capacity(kept.len() + 1);
+        entries.extend_from_slice(kept);
+        let mut log = PackedLog {
+            config: self.config,
+            epoch: self.epoch,
+            entries,
+        };
         if let Some(entry) = plan.append {
-            self.add(entry);
+            log.add(entry);
         }
+        log
     }
 
     /// Applies what a RELEASE plan writes: the prune, the newest entries removed, and the newest
@@ -459,7 +481,10 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
 /// Reads fields off the front of the bytes.
 struct Reader<'a>(&'a [u8]);
 
+// Inlined: a decode reads a dozen fields or so, most of them a byte or a few, and a call per
+// field cost more than its reading.
 impl Reader<'_> {
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, FormatError> {
         let mut n = 0u64;
         for shift in (0..64).step_by(7) {
@@ -478,6 +503,7 @@ impl Reader<'_> {
         Err(FormatError::BadEntry)
     }
 
+    #[inline(always)]
     fn bounded(&mut self, field: &'static str, min: i64, max: i64) -> Result<i64, FormatError> {
         i64::try_from(self.varint()?)
             .ok()
