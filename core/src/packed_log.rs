@@ -223,17 +223,38 @@ impl PackedLog {
 
     /// The bytes of this state, read back by [`PackedLog::decode`].
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0; max_encoded_len(self.entries.len())];
+        let len = self.encode_into(&mut out);
+        out.truncate(len);
+        out
+    }
+
+    /// Hands `write` this state's bytes ([`PackedLog::encode`]'s), encoded on the stack when a
+    /// log of its length always fits there: a state is a few dozen bytes, and its write then
+    /// allocates nothing.
+    pub fn with_encoded<R>(&self, write: impl FnOnce(&[u8]) -> R) -> R {
+        let mut stack = [0u8; STACK_ENCODING];
+        if max_encoded_len(self.entries.len()) <= stack.len() {
+            let len = self.encode_into(&mut stack);
+            write(stack.get(..len).unwrap_or_default())
+        } else {
+            write(&self.encode())
+        }
+    }
+
+    /// Encodes into `buf`, at least [`max_encoded_len`] bytes long, and returns the length.
+    fn encode_into(&self, buf: &mut [u8]) -> usize {
         let c = &self.config;
-        let mut out = Vec::with_capacity(24 + 2 * self.entries.len());
-        out.extend_from_slice(&MAGIC);
-        out.push(VERSION);
+        let mut out = Writer { buf, len: 0 };
+        out.put(&MAGIC);
+        out.put(&[VERSION]);
         for field in [c.rate, c.interval, c.precision, c.keep_alive] {
-            put_varint(&mut out, field.max(0).unsigned_abs());
+            out.varint(field.max(0).unsigned_abs());
         }
         let mut epoch = [0u8; 4];
         LittleEndian::write_u32(&mut epoch, self.epoch);
-        out.extend_from_slice(&epoch);
-        put_varint(&mut out, self.entries.len() as u64);
+        out.put(&epoch);
+        out.varint(self.entries.len() as u64);
         let mut previous: Option<i64> = None;
         for entry in &self.entries {
             let bucket = bucket_of(entry.score, c.precision);
@@ -243,17 +264,18 @@ impl PackedLog {
                 Some(p) => bucket.saturating_sub(p).max(0).unsigned_abs(),
             };
             let more = entry.permits != 1;
-            put_varint(&mut out, distance << 1 | u64::from(more));
+            out.varint(distance << 1 | u64::from(more));
             if more {
-                put_varint(&mut out, u64::from(entry.permits));
+                out.varint(u64::from(entry.permits));
             }
             previous = Some(bucket);
         }
-        out.resize(stored_len(out.len() + 2) - 2, 0);
+        let checked = stored_len(out.len + 2) - 2;
+        out.zeros_to(checked);
         let mut sum = [0u8; 2];
-        LittleEndian::write_u16(&mut sum, fletcher16(&out));
-        out.extend_from_slice(&sum);
-        out
+        LittleEndian::write_u16(&mut sum, fletcher16(out.written()));
+        out.put(&sum);
+        out.len
     }
 
     /// Applies what an acquisition plan writes: the prune, then the grant, which joins the
@@ -470,12 +492,53 @@ fn unzigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
+/// The longest encoding [`PackedLog::with_encoded`] makes on the stack: room for the longest
+/// log of 63 entries, so every log of the default precision (at most 61) is encoded there.
+const STACK_ENCODING: usize = 1024;
+
+/// The longest encoding of a state of `entries` entries, padding included: the header's fixed
+/// bytes, each varint at its longest (10 bytes; an entry's two 15), the checksum; then padded as
+/// [`stored_len`] pads.
+fn max_encoded_len(entries: usize) -> usize {
+    let body = 3 + 4 * 10 + 4 + 10 + entries.saturating_mul(15);
+    stored_len(body + 2)
+}
+
+/// Writes an encoding into a buffer its caller sized by [`max_encoded_len`], so every byte
+/// fits (a byte past the end would be dropped, never written out of bounds).
+struct Writer<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if let Some(to) = self.buf.get_mut(self.len..end) {
+            to.copy_from_slice(bytes);
+        }
+        self.len = end;
     }
-    out.push(n as u8);
+
+    fn varint(&mut self, mut n: u64) {
+        while n >= 0x80 {
+            self.put(&[(n as u8) | 0x80]);
+            n >>= 7;
+        }
+        self.put(&[n as u8]);
+    }
+
+    /// Zeros up to `len` bytes written.
+    fn zeros_to(&mut self, len: usize) {
+        if let Some(to) = self.buf.get_mut(self.len..len) {
+            to.fill(0);
+        }
+        self.len = self.len.max(len);
+    }
+
+    fn written(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
 }
 
 /// Reads fields off the front of the bytes.
@@ -718,6 +781,39 @@ mod tests {
             PackedLog::decode(&wide.encode()),
             Err(FormatError::OutOfRange("precision"))
         );
+    }
+
+    #[test]
+    fn the_longest_states_fit_their_bound_and_the_stack() {
+        // Every field and entry at its longest varint: a rate and precision whose buckets are
+        // far apart, and permits that never fit the short form.
+        let wide = Config {
+            keep_alive: MAX_DURATION_MS,
+            ..config(MAX_PERMITS, MAX_DURATION_MS, 1)
+        };
+        let mut log = PackedLog::new(wide, u32::MAX);
+        let mut fitted_on_the_stack = 0;
+        for i in 0..70i64 {
+            let encoded = log.encode();
+            assert!(encoded.len() <= max_encoded_len(log.entries.len()), "{i}");
+            assert_eq!(log.with_encoded(<[u8]>::to_vec), encoded);
+            assert_eq!(PackedLog::decode(&encoded).as_ref(), Ok(&log));
+            if max_encoded_len(log.entries.len()) <= STACK_ENCODING {
+                fitted_on_the_stack += 1;
+            }
+            log.entries.push(Entry {
+                score: (i + 1)
+                    * if i % 2 == 0 {
+                        -MAX_DURATION_MS
+                    } else {
+                        MAX_DURATION_MS
+                    },
+                permits: u32::MAX,
+            });
+            log.entries.sort_by_key(|entry| entry.score);
+        }
+        assert_eq!(fitted_on_the_stack, 64);
+        assert!(max_encoded_len(DEFAULT_BUCKETS as usize + 1) <= STACK_ENCODING);
     }
 
     #[test]
