@@ -28,6 +28,7 @@
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::fmt;
 use std::ops::ControlFlow;
@@ -187,7 +188,7 @@ impl PackedLog {
             .ok()
             .filter(|&n| n <= reader.0.len())
             .ok_or(FormatError::BadEntry)?;
-        let mut entries = Vec::with_capacity(count);
+        let mut entries = entry_buffer(count);
         let mut bucket: Option<i64> = None;
         for _ in 0..count {
             let token = reader.varint()?;
@@ -431,6 +432,42 @@ impl PermitLog for PackedLog {
 
     fn newest_score(&self, span: Span) -> Result<Option<i64>, Infallible> {
         Ok(self.span(span).last().map(|entry| entry.score))
+    }
+}
+
+thread_local! {
+    /// The entry buffer of the last state dropped, emptied, for the next decode: every call
+    /// decodes its limiter's state and drops it, and a short log's allocation and free cost
+    /// more than its decoding. One buffer per thread (the server runs commands on one).
+    static SPARE_ENTRIES: Cell<Vec<Entry>> = const { Cell::new(Vec::new()) };
+}
+
+/// The longest buffer kept spare: a longer log's is freed, so that no more than this is kept.
+const SPARE_MAX: usize = DEFAULT_BUCKETS as usize + 1;
+
+/// An empty entry buffer with room for `count` entries: the spare one if there is one.
+fn entry_buffer(count: usize) -> Vec<Entry> {
+    let mut entries = SPARE_ENTRIES.try_with(Cell::take).unwrap_or_default();
+    entries.reserve(count);
+    entries
+}
+
+/// Frees the spare entry buffer (at the module's load and unload: nothing kept from another).
+pub fn free_spare_entries() {
+    drop(SPARE_ENTRIES.try_with(Cell::take));
+}
+
+impl Drop for PackedLog {
+    /// Keeps the entries' buffer spare for the next decode, unless it is long.
+    fn drop(&mut self) {
+        let capacity = self.entries.capacity();
+        if capacity == 0 || capacity > SPARE_MAX {
+            return;
+        }
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        // The buffer it replaces, if any, is freed here, outside the cell.
+        drop(SPARE_ENTRIES.try_with(|spare| spare.replace(entries)));
     }
 }
 
@@ -814,6 +851,36 @@ mod tests {
         }
         assert_eq!(fitted_on_the_stack, 64);
         assert!(max_encoded_len(DEFAULT_BUCKETS as usize + 1) <= STACK_ENCODING);
+    }
+
+    #[test]
+    fn a_dropped_state_leaves_its_buffer_to_the_next_decode() {
+        free_spare_entries();
+        let mut log = PackedLog::new(config(10, 1000, 1), 1);
+        for t in [100, 200, 300] {
+            grant(&mut log, t, 1);
+        }
+        let bytes = log.encode();
+        let buffer = log.entries.as_ptr();
+        drop(log);
+        let decoded = PackedLog::decode(&bytes).unwrap();
+        assert_eq!(decoded.entries.as_ptr(), buffer);
+        assert_eq!(decoded.entries, [e(100, 1), e(200, 1), e(300, 1)]);
+        // The spare is taken: the next decode allocates its own.
+        let other = PackedLog::decode(&bytes).unwrap();
+        assert_ne!(other.entries.as_ptr(), buffer);
+        assert_eq!(other, decoded);
+        // A long log's buffer is not kept.
+        free_spare_entries();
+        let mut long = PackedLog::new(config(1000, 100_000, 1), 1);
+        for t in 0..SPARE_MAX as i64 + 1 {
+            grant(&mut long, 1000 + t, 1);
+        }
+        assert!(long.entries.capacity() > SPARE_MAX);
+        let long_buffer = long.entries.as_ptr();
+        drop(long);
+        let spare = SPARE_ENTRIES.with(Cell::take);
+        assert_ne!(spare.as_ptr(), long_buffer);
     }
 
     #[test]
