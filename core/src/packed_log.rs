@@ -397,7 +397,13 @@ impl PackedLog {
 
     /// The entries of `span`, oldest first.
     fn span(&self, span: Span) -> &[Entry] {
-        let after = |t: i64| self.entries.partition_point(|e| e.score <= t);
+        // Where entries scored after `t` start. The ends are looked at first: a call's spans
+        // mostly cut at its window's start, before the oldest entry while nothing expired.
+        let after = |t: i64| match (self.entries.first(), self.entries.last()) {
+            (Some(oldest), _) if oldest.score > t => 0,
+            (_, Some(newest)) if newest.score <= t => self.entries.len(),
+            _ => self.entries.partition_point(|e| e.score <= t),
+        };
         let (from, to) = match span {
             Span::UpTo(t) => (0, after(t)),
             Span::After(t) => (after(t), self.entries.len()),
