@@ -62,9 +62,18 @@ fn looks_numeric(arg: &[u8]) -> bool {
 
 /// Option names are case-insensitive. Inlined: a parser tries each of its keywords in turn, and
 /// most tries fail on the length alone, which the comparison checks first.
+///
+/// `keyword` is written in capitals (every caller's is a literal), so each of its letters
+/// matches itself or its lower case and anything else matches only itself: what
+/// `eq_ignore_ascii_case` answers, without folding both sides' case for every byte.
 #[inline]
 pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
-    arg.eq_ignore_ascii_case(keyword.as_bytes())
+    debug_assert!(!keyword.bytes().any(|k| k.is_ascii_lowercase()));
+    arg.len() == keyword.len()
+        && arg
+            .iter()
+            .zip(keyword.bytes())
+            .all(|(&a, k)| a == k || (k.is_ascii_uppercase() && a == k.to_ascii_lowercase()))
 }
 
 /// Parses a decimal integer in `min..=max` the way Redis does (optional `-`, digits, no spaces,
@@ -151,6 +160,24 @@ mod tests {
         assert_eq!(tokens.next_arg(), Some(&b"CLIENT"[..]));
         let negative: [&[u8]; 1] = [b"-3"];
         assert_eq!(Tokens::new(&negative).next_if_numeric(), Some(&b"-3"[..]));
+    }
+
+    #[test]
+    fn keywords_match_as_eq_ignore_ascii_case() {
+        // Every byte against every byte of a keyword of letters and punctuation.
+        for keyword in ["PER_CLIENT", "A1-Z", "KEEPALIVE"] {
+            for at in 0..keyword.len() {
+                for byte in 0..=255u8 {
+                    let mut arg = keyword.as_bytes().to_vec();
+                    arg[at] = byte;
+                    assert_eq!(
+                        is_keyword(&arg, keyword),
+                        arg.eq_ignore_ascii_case(keyword.as_bytes()),
+                        "{arg:?} {keyword}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

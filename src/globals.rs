@@ -58,6 +58,7 @@ use crate::{blocking, clock, config_cache, events, evictions, observe, stats};
 /// Puts every room of the module's state back to its initial value (a fresh load).
 pub fn reset() {
     stats::reset();
+    crate::packed_log::free_spare_entries();
     observe::reset();
     clock::unfreeze();
     events::reset();

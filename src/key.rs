@@ -66,8 +66,12 @@ static MINUS_INF: StaticString = StaticString::new(b"-inf");
 static MINUS_ONE: StaticString = StaticString::new(b"-1");
 
 impl<'c, M: OpenMode> Key<'c, M> {
+    /// Opens the key `name`: named by another reference to the command's own argument when
+    /// `name` is the key it was given, else by a copy.
     pub fn open(ctx: &'c Context, name: &[u8]) -> Self {
-        Self::open_named(ctx, RedisString::create_from_slice(ctx.ctx, name))
+        let name = crate::ffi::command::held_argument(ctx, name)
+            .unwrap_or_else(|| RedisString::create_from_slice(ctx.ctx, name));
+        Self::open_named(ctx, name)
     }
 
     /// Opens the key of a name string the caller already has.

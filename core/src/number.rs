@@ -9,26 +9,34 @@ pub const MAX_DURATION_MS: i64 = 100 * 365 * 24 * 60 * 60 * 1000;
 pub const MAX_PERMITS: i64 = u32::MAX as i64;
 
 /// Strict decimal i64, as Redis's `string2ll`: rejects "", "+1", " 1", "01", "-0", "1.0".
+///
+/// One pass over the digits: every command parses a few numbers. Nineteen digits always fit a
+/// `u64` (whose range ends at 18446744073709551615), so only the final conversion can
+/// overflow; more digits, with no leading zero, are beyond any `i64`.
 pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     let (negative, digits) = match bytes.split_first()? {
         (b'-', rest) => (true, rest),
         _ => (false, bytes),
     };
-    let (&first, _) = digits.split_first()?;
-    if !digits.iter().all(u8::is_ascii_digit) || (first == b'0' && (digits.len() > 1 || negative)) {
-        return None;
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] if digits.len() <= 19 => {}
+        _ => return None,
     }
-    let mut value: i64 = 0;
-    for &d in digits {
-        let digit = i64::from(d - b'0');
-        value = value.checked_mul(10)?;
-        value = if negative {
-            value.checked_sub(digit)?
-        } else {
-            value.checked_add(digit)?
-        };
+    let mut magnitude: u64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        magnitude = magnitude * 10 + u64::from(digit);
     }
-    Some(value)
+    if negative {
+        // Down to i64::MIN, whose magnitude is one more than i64::MAX.
+        (magnitude <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(magnitude))
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 /// A decimal i64 as Rust's `str::parse` reads it (an optional `+` or `-`, then digits, leading
@@ -117,6 +125,17 @@ mod tests {
         assert_eq!(parse_i64(b"-42"), Some(-42));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        // Every width, at both ends of each sign.
+        let mut n: i64 = 1;
+        loop {
+            for m in [n, n - 1, n + 1, -n, 1 - n, -n - 1] {
+                assert_eq!(parse_i64(m.to_string().as_bytes()), Some(m), "{m}");
+            }
+            match n.checked_mul(10) {
+                Some(next) if next < i64::MAX - 1 => n = next,
+                _ => break,
+            }
+        }
         for bad in [
             &b""[..],
             b"-",
@@ -129,6 +148,14 @@ mod tests {
             b"1e3",
             b"0x10",
             b"9223372036854775808",
+            b"-9223372036854775809",
+            b"18446744073709551616",
+            b"99999999999999999999",
+            b"10000000000000000000",
+            b"-",
+            b"--1",
+            b"1-",
+            b"0-",
             b"\xff",
             b"1\x00",
         ] {

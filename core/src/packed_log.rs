@@ -28,6 +28,7 @@
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::fmt;
 use std::ops::ControlFlow;
@@ -187,7 +188,7 @@ impl PackedLog {
             .ok()
             .filter(|&n| n <= reader.0.len())
             .ok_or(FormatError::BadEntry)?;
-        let mut entries = Vec::with_capacity(count);
+        let mut entries = entry_buffer(count);
         let mut bucket: Option<i64> = None;
         for _ in 0..count {
             let token = reader.varint()?;
@@ -223,17 +224,38 @@ impl PackedLog {
 
     /// The bytes of this state, read back by [`PackedLog::decode`].
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0; max_encoded_len(self.entries.len())];
+        let len = self.encode_into(&mut out);
+        out.truncate(len);
+        out
+    }
+
+    /// Hands `write` this state's bytes ([`PackedLog::encode`]'s), encoded on the stack when a
+    /// log of its length always fits there: a state is a few dozen bytes, and its write then
+    /// allocates nothing.
+    pub fn with_encoded<R>(&self, write: impl FnOnce(&[u8]) -> R) -> R {
+        let mut stack = [0u8; STACK_ENCODING];
+        if max_encoded_len(self.entries.len()) <= stack.len() {
+            let len = self.encode_into(&mut stack);
+            write(stack.get(..len).unwrap_or_default())
+        } else {
+            write(&self.encode())
+        }
+    }
+
+    /// Encodes into `buf`, at least [`max_encoded_len`] bytes long, and returns the length.
+    fn encode_into(&self, buf: &mut [u8]) -> usize {
         let c = &self.config;
-        let mut out = Vec::with_capacity(24 + 2 * self.entries.len());
-        out.extend_from_slice(&MAGIC);
-        out.push(VERSION);
+        let mut out = Writer { buf, len: 0 };
+        out.put(&MAGIC);
+        out.put(&[VERSION]);
         for field in [c.rate, c.interval, c.precision, c.keep_alive] {
-            put_varint(&mut out, field.max(0).unsigned_abs());
+            out.varint(field.max(0).unsigned_abs());
         }
         let mut epoch = [0u8; 4];
         LittleEndian::write_u32(&mut epoch, self.epoch);
-        out.extend_from_slice(&epoch);
-        put_varint(&mut out, self.entries.len() as u64);
+        out.put(&epoch);
+        out.varint(self.entries.len() as u64);
         let mut previous: Option<i64> = None;
         for entry in &self.entries {
             let bucket = bucket_of(entry.score, c.precision);
@@ -243,26 +265,49 @@ impl PackedLog {
                 Some(p) => bucket.saturating_sub(p).max(0).unsigned_abs(),
             };
             let more = entry.permits != 1;
-            put_varint(&mut out, distance << 1 | u64::from(more));
+            out.varint(distance << 1 | u64::from(more));
             if more {
-                put_varint(&mut out, u64::from(entry.permits));
+                out.varint(u64::from(entry.permits));
             }
             previous = Some(bucket);
         }
-        out.resize(stored_len(out.len() + 2) - 2, 0);
+        let checked = stored_len(out.len + 2) - 2;
+        out.zeros_to(checked);
         let mut sum = [0u8; 2];
-        LittleEndian::write_u16(&mut sum, fletcher16(&out));
-        out.extend_from_slice(&sum);
-        out
+        LittleEndian::write_u16(&mut sum, fletcher16(out.written()));
+        out.put(&sum);
+        out.len
     }
 
     /// Applies what an acquisition plan writes: the prune, then the grant, which joins the
     /// entry already at its score.
     pub fn apply_acquire(&mut self, plan: &AcquirePlan) {
-        self.prune(plan.prune);
+        *self = self.acquired(plan);
+    }
+
+    /// The state an acquisition plan leaves, made in one allocation with room for the grant:
+    /// the entries the prune keeps (the oldest go, the log being sorted), then the grant, which
+    /// joins the entry already at its score. The state read stays as it was.
+    pub fn acquired(&self, plan: &AcquirePlan) -> PackedLog {
+        let kept = match plan.prune {
+            Prune::Nothing => &self.entries[..],
+            Prune::UpTo(cutoff) => self
+                .entries
+                .get(self.entries.partition_point(|entry| entry.score <= cutoff)..)
+                .unwrap_or_default(),
+            Prune::All => &[],
+        };
+        let mut entries = Vec::with_capacity(kept.len() + 1);
+        entries.extend_from_slice(kept);
+        let mut log = PackedLog {
+            config: self.config,
+            epoch: self.epoch,
+            entries,
+        };
         if let Some(entry) = plan.append {
-            self.add(entry);
+            log.add(entry);
         }
+        log
     }
 
     /// Applies what a RELEASE plan writes: the prune, the newest entries removed, and the newest
@@ -352,7 +397,13 @@ impl PackedLog {
 
     /// The entries of `span`, oldest first.
     fn span(&self, span: Span) -> &[Entry] {
-        let after = |t: i64| self.entries.partition_point(|e| e.score <= t);
+        // Where entries scored after `t` start. The ends are looked at first: a call's spans
+        // mostly cut at its window's start, before the oldest entry while nothing expired.
+        let after = |t: i64| match (self.entries.first(), self.entries.last()) {
+            (Some(oldest), _) if oldest.score > t => 0,
+            (_, Some(newest)) if newest.score <= t => self.entries.len(),
+            _ => self.entries.partition_point(|e| e.score <= t),
+        };
         let (from, to) = match span {
             Span::UpTo(t) => (0, after(t)),
             Span::After(t) => (after(t), self.entries.len()),
@@ -387,6 +438,42 @@ impl PermitLog for PackedLog {
 
     fn newest_score(&self, span: Span) -> Result<Option<i64>, Infallible> {
         Ok(self.span(span).last().map(|entry| entry.score))
+    }
+}
+
+thread_local! {
+    /// The entry buffer of the last state dropped, emptied, for the next decode: every call
+    /// decodes its limiter's state and drops it, and a short log's allocation and free cost
+    /// more than its decoding. One buffer per thread (the server runs commands on one).
+    static SPARE_ENTRIES: Cell<Vec<Entry>> = const { Cell::new(Vec::new()) };
+}
+
+/// The longest buffer kept spare: a longer log's is freed, so that no more than this is kept.
+const SPARE_MAX: usize = DEFAULT_BUCKETS as usize + 1;
+
+/// An empty entry buffer with room for `count` entries: the spare one if there is one.
+fn entry_buffer(count: usize) -> Vec<Entry> {
+    let mut entries = SPARE_ENTRIES.try_with(Cell::take).unwrap_or_default();
+    entries.reserve(count);
+    entries
+}
+
+/// Frees the spare entry buffer (at the module's load and unload: nothing kept from another).
+pub fn free_spare_entries() {
+    drop(SPARE_ENTRIES.try_with(Cell::take));
+}
+
+impl Drop for PackedLog {
+    /// Keeps the entries' buffer spare for the next decode, unless it is long.
+    fn drop(&mut self) {
+        let capacity = self.entries.capacity();
+        if capacity == 0 || capacity > SPARE_MAX {
+            return;
+        }
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        // The buffer it replaces, if any, is freed here, outside the cell.
+        drop(SPARE_ENTRIES.try_with(|spare| spare.replace(entries)));
     }
 }
 
@@ -448,18 +535,62 @@ fn unzigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
+/// The longest encoding [`PackedLog::with_encoded`] makes on the stack: room for the longest
+/// log of 63 entries, so every log of the default precision (at most 61) is encoded there.
+const STACK_ENCODING: usize = 1024;
+
+/// The longest encoding of a state of `entries` entries, padding included: the header's fixed
+/// bytes, each varint at its longest (10 bytes; an entry's two 15), the checksum; then padded as
+/// [`stored_len`] pads.
+fn max_encoded_len(entries: usize) -> usize {
+    let body = 3 + 4 * 10 + 4 + 10 + entries.saturating_mul(15);
+    stored_len(body + 2)
+}
+
+/// Writes an encoding into a buffer its caller sized by [`max_encoded_len`], so every byte
+/// fits (a byte past the end would be dropped, never written out of bounds).
+struct Writer<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if let Some(to) = self.buf.get_mut(self.len..end) {
+            to.copy_from_slice(bytes);
+        }
+        self.len = end;
     }
-    out.push(n as u8);
+
+    fn varint(&mut self, mut n: u64) {
+        while n >= 0x80 {
+            self.put(&[(n as u8) | 0x80]);
+            n >>= 7;
+        }
+        self.put(&[n as u8]);
+    }
+
+    /// Zeros up to `len` bytes written.
+    fn zeros_to(&mut self, len: usize) {
+        if let Some(to) = self.buf.get_mut(self.len..len) {
+            to.fill(0);
+        }
+        self.len = self.len.max(len);
+    }
+
+    fn written(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
 }
 
 /// Reads fields off the front of the bytes.
 struct Reader<'a>(&'a [u8]);
 
+// Inlined: a decode reads a dozen fields or so, most of them a byte or a few, and a call per
+// field cost more than its reading.
 impl Reader<'_> {
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, FormatError> {
         let mut n = 0u64;
         for shift in (0..64).step_by(7) {
@@ -478,6 +609,7 @@ impl Reader<'_> {
         Err(FormatError::BadEntry)
     }
 
+    #[inline(always)]
     fn bounded(&mut self, field: &'static str, min: i64, max: i64) -> Result<i64, FormatError> {
         i64::try_from(self.varint()?)
             .ok()
@@ -692,6 +824,69 @@ mod tests {
             PackedLog::decode(&wide.encode()),
             Err(FormatError::OutOfRange("precision"))
         );
+    }
+
+    #[test]
+    fn the_longest_states_fit_their_bound_and_the_stack() {
+        // Every field and entry at its longest varint: a rate and precision whose buckets are
+        // far apart, and permits that never fit the short form.
+        let wide = Config {
+            keep_alive: MAX_DURATION_MS,
+            ..config(MAX_PERMITS, MAX_DURATION_MS, 1)
+        };
+        let mut log = PackedLog::new(wide, u32::MAX);
+        let mut fitted_on_the_stack = 0;
+        for i in 0..70i64 {
+            let encoded = log.encode();
+            assert!(encoded.len() <= max_encoded_len(log.entries.len()), "{i}");
+            assert_eq!(log.with_encoded(<[u8]>::to_vec), encoded);
+            assert_eq!(PackedLog::decode(&encoded).as_ref(), Ok(&log));
+            if max_encoded_len(log.entries.len()) <= STACK_ENCODING {
+                fitted_on_the_stack += 1;
+            }
+            log.entries.push(Entry {
+                score: (i + 1)
+                    * if i % 2 == 0 {
+                        -MAX_DURATION_MS
+                    } else {
+                        MAX_DURATION_MS
+                    },
+                permits: u32::MAX,
+            });
+            log.entries.sort_by_key(|entry| entry.score);
+        }
+        assert_eq!(fitted_on_the_stack, 64);
+        assert!(max_encoded_len(DEFAULT_BUCKETS as usize + 1) <= STACK_ENCODING);
+    }
+
+    #[test]
+    fn a_dropped_state_leaves_its_buffer_to_the_next_decode() {
+        free_spare_entries();
+        let mut log = PackedLog::new(config(10, 1000, 1), 1);
+        for t in [100, 200, 300] {
+            grant(&mut log, t, 1);
+        }
+        let bytes = log.encode();
+        let buffer = log.entries.as_ptr();
+        drop(log);
+        let decoded = PackedLog::decode(&bytes).unwrap();
+        assert_eq!(decoded.entries.as_ptr(), buffer);
+        assert_eq!(decoded.entries, [e(100, 1), e(200, 1), e(300, 1)]);
+        // The spare is taken: the next decode allocates its own.
+        let other = PackedLog::decode(&bytes).unwrap();
+        assert_ne!(other.entries.as_ptr(), buffer);
+        assert_eq!(other, decoded);
+        // A long log's buffer is not kept.
+        free_spare_entries();
+        let mut long = PackedLog::new(config(1000, 100_000, 1), 1);
+        for t in 0..SPARE_MAX as i64 + 1 {
+            grant(&mut long, 1000 + t, 1);
+        }
+        assert!(long.entries.capacity() > SPARE_MAX);
+        let long_buffer = long.entries.as_ptr();
+        drop(long);
+        let spare = SPARE_ENTRIES.with(Cell::take);
+        assert_ne!(spare.as_ptr(), long_buffer);
     }
 
     #[test]

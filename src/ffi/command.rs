@@ -5,7 +5,8 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
-use std::ptr;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use redis_module::{raw, Context, RedisString, Status};
 
@@ -335,15 +336,70 @@ pub(crate) fn with_args<R>(
         for (slot, string) in stack.iter_mut().zip(strings) {
             *slot = bytes(string);
         }
-        run(stack.get(..strings.len()).unwrap_or_default())
+        let args = stack.get(..strings.len()).unwrap_or_default();
+        with_first_argument(strings, args, || run(args))
     } else {
         let heap: Vec<&[u8]> = strings.iter().map(bytes).collect();
-        run(&heap)
+        with_first_argument(strings, &heap, || run(&heap))
     }
 }
 
 /// Arguments a command gets on the stack (more go to the heap).
 const STACK_ARGS: usize = 16;
+
+// The running command's first argument after its name, where every command with a key has it:
+// its server string and where its bytes are, so that the key of that name is opened with
+// another reference to the string rather than a copy of it ([`held_argument`]). Set for the
+// command's run only, and put back after it (the server never nests a command in another, but
+// restoring is as cheap as clearing): outside a command, none.
+static FIRST_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
+static FIRST_BYTES: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());
+static FIRST_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `run` with the first of `strings`, whose bytes are the first of `args`, as the running
+/// command's first argument.
+fn with_first_argument<R>(
+    strings: &[*mut raw::RedisModuleString],
+    args: &[&[u8]],
+    run: impl FnOnce() -> R,
+) -> R {
+    let (Some(&string), Some(&bytes)) = (strings.first(), args.first()) else {
+        return run();
+    };
+    let saved = (
+        FIRST_STRING.load(Ordering::Relaxed),
+        FIRST_BYTES.load(Ordering::Relaxed),
+        FIRST_LEN.load(Ordering::Relaxed),
+    );
+    FIRST_STRING.store(string, Ordering::Relaxed);
+    FIRST_BYTES.store(bytes.as_ptr().cast_mut(), Ordering::Relaxed);
+    FIRST_LEN.store(bytes.len(), Ordering::Relaxed);
+    let result = run();
+    FIRST_STRING.store(saved.0, Ordering::Relaxed);
+    FIRST_BYTES.store(saved.1, Ordering::Relaxed);
+    FIRST_LEN.store(saved.2, Ordering::Relaxed);
+    result
+}
+
+/// Another reference to the running command's first argument's string, if `name` is that
+/// argument's bytes (the very bytes, not equal ones: the slice the command was given): the key
+/// a command names is opened without copying its name into a new string. None otherwise, and
+/// where the server cannot hold strings (Redis < 6.0.7).
+pub(crate) fn held_argument(ctx: &Context, name: &[u8]) -> Option<RedisString> {
+    let string = FIRST_STRING.load(Ordering::Relaxed);
+    if string.is_null()
+        || !ptr::eq(FIRST_BYTES.load(Ordering::Relaxed), name.as_ptr())
+        || FIRST_LEN.load(Ordering::Relaxed) != name.len()
+    {
+        return None;
+    }
+    let hold = api!(RedisModule_HoldString)?;
+    // SAFETY: `string` is an argument of the command now running (set only for its run), which
+    // the server keeps alive for the whole call; with a NULL context the reference is released
+    // by the RedisString's drop (HoldString copies a string it may not share).
+    let held = unsafe { hold(ptr::null_mut(), string) };
+    NonNull::new(held).map(|held| RedisString::from_redis_module_string(ctx.ctx, held.as_ptr()))
+}
 
 /// Answers a keys-position request: argument `position` of a command of `argc` arguments (the
 /// name at 0) is a key. A position outside them is not declared: the server would read that

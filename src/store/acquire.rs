@@ -180,8 +180,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
                     // A refusal with nothing to prune: a read, so no copy of the log either.
                     return Ok(Verdict::of(&plan, config, queued, None));
                 }
-                let mut log = log.clone();
-                log.apply_acquire(&plan);
+                let log = log.acquired(&plan);
                 self.write_packed(&log, waiting);
                 let member = plan.append.map(|_| u64::from(log.epoch()));
                 return Ok(Verdict::of(&plan, config, queued, member));

@@ -57,19 +57,12 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
         M: Writable,
     {
         let keep_alive = log.config().keep_alive;
-        if keep_alive > 0 {
+        let at = (keep_alive > 0).then(|| {
             let ttl = keep_alive
                 .saturating_add(waiting.max(0))
                 .min(args::MAX_DURATION_MS);
-            self.hash.apply(Effect::SetPacked {
-                value: &log.encode(),
-                at: Some(self.expiry_in(ttl)),
-            });
-        } else {
-            self.hash.apply(Effect::SetPacked {
-                value: &log.encode(),
-                at: None,
-            });
-        }
+            self.expiry_in(ttl)
+        });
+        log.with_encoded(|value| self.hash.apply(Effect::SetPacked { value, at }));
     }
 }

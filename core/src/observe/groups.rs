@@ -127,11 +127,12 @@ pub struct Groups {
     named: Vec<(Box<[u8]>, Counts)>,
     /// The group counted last: calls come in runs of one rule, found without hashing.
     last: usize,
-    /// The group of the name counted last, and the separator after it, when it was cut at the
-    /// rule's depth (see [`Groups::count_name`]); and that group's place (`None`: the overflow
-    /// group).
+    /// The group of the name counted last and the separator after it, when its name was cut
+    /// there (see [`Groups::count_name`]); that group's place (`None`: the overflow group); and
+    /// whether it was cut at the rule's depth (else at the name's last separator).
     last_prefix: Vec<u8>,
     last_place: Option<Option<usize>>,
+    last_at_depth: bool,
     overflow: Counts,
     overflowed: Distinct,
 }
@@ -139,30 +140,36 @@ pub struct Groups {
 impl Groups {
     /// Counts a decision of limiter `name`, whose group `rule` gives.
     ///
-    /// A name that starts with the last group cut at the rule's depth and the separator is in
-    /// that group too (the cut finds the same separators up to there), so calls of one rule,
-    /// one limiter or many, are counted without cutting their names again.
+    /// A name that starts with the last group cut and the separator after it is in that group
+    /// too when the cut stopped there: the cut finds the same separators up to there, then
+    /// either stops at the rule's depth or, for a group cut at its name's last separator, finds
+    /// no other in the rest of the name. So calls of one rule, one limiter or many, are counted
+    /// without cutting their names again (`login:alice`, `login:bob`: a search of the rest).
     pub fn count_name(&mut self, rule: &Rule, name: &[u8], granted: bool, near: bool) {
         if let Some(place) = self.last_place {
-            if name.starts_with(&self.last_prefix) {
-                let counts = match place {
-                    Some(i) => self.named.get_mut(i).map(|(_, counts)| counts),
-                    None => Some(&mut self.overflow),
-                };
-                if let Some(counts) = counts {
-                    counts.add(granted, near);
-                    return;
+            if let Some(rest) = name.strip_prefix(&self.last_prefix[..]) {
+                if self.last_at_depth || find(rest, &rule.separator).is_none() {
+                    let counts = match place {
+                        Some(i) => self.named.get_mut(i).map(|(_, counts)| counts),
+                        None => Some(&mut self.overflow),
+                    };
+                    if let Some(counts) = counts {
+                        counts.add(granted, near);
+                        return;
+                    }
                 }
             }
         }
         let (group, at_depth) = rule.cut(name);
         let kept = &group[..group.len().min(MAX_GROUP_NAME)];
         let place = self.count(kept, granted, near);
-        if at_depth && kept.len() == group.len() {
+        // Cut at a separator (a name without one is its own group), and kept whole.
+        if group.len() < name.len() && kept.len() == group.len() {
             self.last_prefix.clear();
             self.last_prefix.extend_from_slice(group);
             self.last_prefix.extend_from_slice(&rule.separator);
             self.last_place = Some(place);
+            self.last_at_depth = at_depth;
         } else {
             self.last_place = None;
         }
@@ -364,14 +371,19 @@ mod tests {
                         .into_bytes()
                 })
                 .collect();
-            let mut cached = Groups::default();
-            let mut cut = Groups::default();
-            for name in &names {
-                cached.count_name(&r, name, false, false);
-                cut.count(r.group_of(name), false, false);
+            // In that order, and sorted: runs of names sharing their first parts.
+            let mut sorted = names.clone();
+            sorted.sort();
+            for names in [&names, &sorted] {
+                let mut cached = Groups::default();
+                let mut cut = Groups::default();
+                for name in names {
+                    cached.count_name(&r, name, false, false);
+                    cut.count(r.group_of(name), false, false);
+                }
+                let of = |g: &Groups| g.named().map(|(n, c)| (n.to_vec(), c)).collect::<Vec<_>>();
+                assert_eq!(of(&cached), of(&cut), "{sep:?} {depth}");
             }
-            let of = |g: &Groups| g.named().map(|(n, c)| (n.to_vec(), c)).collect::<Vec<_>>();
-            assert_eq!(of(&cached), of(&cut), "{sep:?} {depth}");
         }
         // Past the bound, the same name keeps counting in the overflow group.
         let mut g = Groups::default();
