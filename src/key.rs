@@ -184,6 +184,13 @@ impl<'c, M: OpenMode> Key<'c, M> {
     }
 }
 
+/// At load: keys are signalled changed (WATCH, client-side caching) by [`Key::apply`] when it
+/// writes, not by the server whenever a key opened for writing is closed. False where the server
+/// cannot (it then signals every such key).
+pub fn init(ctx: &Context) -> bool {
+    ffi_key::signal_only_writes(ctx)
+}
+
 impl<M: Writable> Key<'_, M> {
     /// Applies one write and, only if it changed something, replicates it as the Redis command
     /// of the same effect and fires that command's keyspace event: the one place the module
@@ -194,6 +201,9 @@ impl<M: Writable> Key<'_, M> {
         if !self.write_and_replicate(effect) {
             return false;
         }
+        // WATCH and client-side caching hear of writes only: the server is told at load not to
+        // signal every key opened for writing, which a refusal opens and leaves unchanged.
+        ffi_key::signal_modified(self.ctx, &self.name);
         let (class, event) = effect.event();
         self.notify(class, event);
         if matches!(

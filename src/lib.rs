@@ -262,6 +262,9 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
         }
     };
     store::init(ctx);
+    if !key::init(ctx) {
+        ctx.log_notice("ratelimit: a refusal signals its key modified (WATCH), as every write");
+    }
     config_cache::turn(options.config_cache);
     if !ffi::filter::init(ctx) {
         ctx.log_warning(

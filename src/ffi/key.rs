@@ -618,6 +618,33 @@ pub(crate) fn replicate(ctx: &Context, command: &CStr, args: &[Arg<'_>]) {
     }
 }
 
+/// Tells the server `key` changed (WATCH, client-side caching), as a Redis command does after
+/// its write. The module asks the server at load not to do it for every key it opened for
+/// writing ([`signal_only_writes`]): a refusal writes nothing.
+pub(crate) fn signal_modified(ctx: &Context, key: &RedisString) {
+    if let Some(signal) = api!(RedisModule_SignalModifiedKey) {
+        // SAFETY: a command or timer context with a database selected, and a live key name.
+        unsafe { signal(ctx.ctx, key.inner) };
+    }
+}
+
+/// At load: the server signals a key changed only when the module says so
+/// ([`signal_modified`]), not whenever the module closes a key it opened for writing. False where
+/// the server cannot (then every such key is signalled, as before Redis 6.2).
+pub(crate) fn signal_only_writes(ctx: &Context) -> bool {
+    let Some(set_options) = api!(RedisModule_SetModuleOptions) else {
+        return false;
+    };
+    // SAFETY: the load's context; the options replace the module's, which sets no other.
+    unsafe {
+        set_options(
+            ctx.ctx,
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+        )
+    };
+    true
+}
+
 /// Fires the keyspace event `event` of `class` on `key`, as the equivalent command would.
 pub(crate) fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
     if let Some(notify) = api!(RedisModule_NotifyKeyspaceEvent) {

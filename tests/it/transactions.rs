@@ -363,3 +363,47 @@ fn acquire_in_a_script_or_transaction_never_blocks() {
     // Three permits logged, none by the refusals.
     assert_eq!(logged_permits(&mut con, "{api}:permits"), 3);
 }
+
+/// Whether a transaction on `watcher`, WATCHing `keys`, still commits after `call` ran on
+/// another connection.
+fn commits_after(server: &Server, keys: &[&str], call: &str) -> bool {
+    let (mut watcher, mut other) = (server.conn(), server.conn());
+    let mut watch = redis::cmd("WATCH");
+    for key in keys {
+        watch.arg(*key);
+    }
+    let _: () = watch.query(&mut watcher).unwrap();
+    let _: Value = line(&mut other, call).unwrap();
+    let _: () = redis::cmd("MULTI").query(&mut watcher).unwrap();
+    let _: () = redis::cmd("PING").query(&mut watcher).unwrap();
+    let exec: Value = redis::cmd("EXEC").query(&mut watcher).unwrap();
+    exec != Value::Nil
+}
+
+/// WATCH on a limiter's keys is broken by a call that changes them, as by any Redis write, and
+/// not by a refusal that leaves them as they were (nor by a read).
+#[test]
+fn watch_is_broken_by_a_grant_not_by_a_refusal() {
+    let server = Server::start();
+    let mut con = fresh(&server);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE solo 1 1000 ONEKEY").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap();
+    let three = ["api", "{api}:value", "{api}:permits"];
+    for (keys, name) in [(&["solo"][..], "solo"), (&three[..], "api")] {
+        for call in ["RATELIMIT.TRYACQUIRE", "RATELIMIT.ALLOW"] {
+            assert!(
+                !commits_after(&server, keys, &format!("{call} {name}")),
+                "{call} {name} granted and left WATCH unbroken"
+            );
+            assert!(
+                commits_after(&server, keys, &format!("{call} {name}")),
+                "{call} {name} refused and broke WATCH"
+            );
+            assert!(
+                commits_after(&server, keys, &format!("RATELIMIT.AVAILABLE {name}")),
+                "RATELIMIT.AVAILABLE {name} broke WATCH"
+            );
+            advance(&mut con, 1100);
+        }
+    }
+}
