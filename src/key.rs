@@ -58,6 +58,9 @@ pub struct Key<'c, M: OpenMode> {
     mode: PhantomData<M>,
 }
 
+/// The longest string the server keeps in one allocation with its object (`OBJ_ENCODING_EMBSTR`).
+const EMBEDDED_MAX: usize = 44;
+
 /// Words the replicated commands use, made once.
 static KEEPTTL: StaticString = StaticString::new(b"KEEPTTL");
 static PXAT: StaticString = StaticString::new(b"PXAT");
@@ -267,14 +270,12 @@ impl<M: Writable> Key<'_, M> {
                     None
                 };
                 let string = self.string(value);
-                // A state of the same length (its length is padded to the allocation's size
-                // class, so most calls) is rewritten in place; any other gets a new string of
-                // its exact length. Setting a short state whole instead (as SET does, its bytes
-                // in its object's allocation) costs more, cold keys too: reading the key with
-                // DMA has already unshared that string into a separate buffer, so each call
-                // would allocate twice, delete the key and add it back (see
-                // docs/performance.md).
-                let written = if self.key_type() == KeyType::String
+                // A short state is set whole, as SET sets it: one allocation holding the object
+                // and its bytes (an embedded string), so a call on a cold key misses the cache
+                // once for both. A longer one of the same length (a steady limiter) is rewritten
+                // in place; any other gets a string of its exact length.
+                let written = if value.len() > EMBEDDED_MAX
+                    && self.key_type() == KeyType::String
                     && self.raw.value_length() == value.len()
                 {
                     self.raw.set_string(value)
