@@ -225,8 +225,16 @@ impl PackedLog {
     /// The bytes of this state, read back by [`PackedLog::decode`].
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0; max_encoded_len(self.entries.len())];
-        let len = self.encode_into(&mut out);
-        out.truncate(len);
+        match self.encode_into(&mut out) {
+            Ok(len) => out.truncate(len),
+            // Never with the bound as it is; if a format change ever broke it, the exact length
+            // the first pass counted always fits.
+            Err(needed) => {
+                out = vec![0; needed];
+                let len = self.encode_into(&mut out).unwrap_or(needed);
+                out.truncate(len);
+            }
+        }
         out
     }
 
@@ -236,15 +244,17 @@ impl PackedLog {
     pub fn with_encoded<R>(&self, write: impl FnOnce(&[u8]) -> R) -> R {
         let mut stack = [0u8; STACK_ENCODING];
         if max_encoded_len(self.entries.len()) <= stack.len() {
-            let len = self.encode_into(&mut stack);
-            write(stack.get(..len).unwrap_or_default())
-        } else {
-            write(&self.encode())
+            if let Ok(len) = self.encode_into(&mut stack) {
+                return write(stack.get(..len).unwrap_or_default());
+            }
         }
+        write(&self.encode())
     }
 
-    /// Encodes into `buf`, at least [`max_encoded_len`] bytes long, and returns the length.
-    fn encode_into(&self, buf: &mut [u8]) -> usize {
+    /// Encodes into `buf`, which [`max_encoded_len`] bytes always fit, and returns the length;
+    /// or, if `buf` was too short after all, the length it needed (nothing it wrote is to be
+    /// used: a truncated state would read as corrupt, or worse as an empty limiter).
+    fn encode_into(&self, buf: &mut [u8]) -> Result<usize, usize> {
         let c = &self.config;
         let mut out = Writer { buf, len: 0 };
         out.put(&MAGIC);
@@ -276,7 +286,11 @@ impl PackedLog {
         let mut sum = [0u8; 2];
         LittleEndian::write_u16(&mut sum, fletcher16(out.written()));
         out.put(&sum);
-        out.len
+        if out.len <= out.buf.len() {
+            Ok(out.len)
+        } else {
+            Err(out.len)
+        }
     }
 
     /// Applies what an acquisition plan writes: the prune, then the grant, which joins the
@@ -828,8 +842,9 @@ mod tests {
 
     #[test]
     fn the_longest_states_fit_their_bound_and_the_stack() {
-        // Every field and entry at its longest varint: a rate and precision whose buckets are
-        // far apart, and permits that never fit the short form.
+        // The longest fields and entries the configuration's bounds allow: a rate and precision
+        // whose buckets are far apart, and permits that never fit the short form. Their varints
+        // take 5 to 7 bytes; max_encoded_len counts 10 for every one (a u64's most).
         let wide = Config {
             keep_alive: MAX_DURATION_MS,
             ..config(MAX_PERMITS, MAX_DURATION_MS, 1)
@@ -857,6 +872,25 @@ mod tests {
         }
         assert_eq!(fitted_on_the_stack, 64);
         assert!(max_encoded_len(DEFAULT_BUCKETS as usize + 1) <= STACK_ENCODING);
+    }
+
+    #[test]
+    fn a_buffer_too_short_is_refused_with_the_length_needed() {
+        let mut log = PackedLog::new(config(100, 60000, 1000), 7);
+        for t in [1000, 5000, 9000] {
+            log.entries.push(Entry {
+                score: t,
+                permits: 3,
+            });
+        }
+        let encoded = log.encode();
+        for short in [0, 1, encoded.len() / 2, encoded.len() - 1] {
+            let mut buf = vec![0u8; short];
+            assert_eq!(log.encode_into(&mut buf), Err(encoded.len()), "{short}");
+        }
+        let mut exact = vec![0u8; encoded.len()];
+        assert_eq!(log.encode_into(&mut exact), Ok(encoded.len()));
+        assert_eq!(exact, encoded);
     }
 
     #[test]

@@ -350,8 +350,9 @@ const STACK_ARGS: usize = 16;
 // The running command's first argument after its name, where every command with a key has it:
 // its server string and where its bytes are, so that the key of that name is opened with
 // another reference to the string rather than a copy of it ([`held_argument`]). Set for the
-// command's run only, and put back after it (the server never nests a command in another, but
-// restoring is as cheap as clearing): outside a command, none.
+// command's run only, and put back after it: a command can run inside another (a script's
+// `redis.call`, another module's RM_Call), and the outer one's argument is current again when
+// the inner returns. Outside a command, none.
 static FIRST_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(ptr::null_mut());
 static FIRST_BYTES: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());
 static FIRST_LEN: AtomicUsize = AtomicUsize::new(0);

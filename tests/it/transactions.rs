@@ -364,24 +364,35 @@ fn acquire_in_a_script_or_transaction_never_blocks() {
     assert_eq!(logged_permits(&mut con, "{api}:permits"), 3);
 }
 
-/// Whether a transaction on `watcher`, WATCHing `keys`, still commits after `call` ran on
-/// another connection.
-fn commits_after(server: &Server, keys: &[&str], call: &str) -> bool {
+/// Whether `call` (TRYACQUIRE or ALLOW) granted, from its reply.
+fn granted(reply: &Value) -> bool {
+    match reply {
+        Value::Nil => true,
+        Value::Int(_) => false,
+        Value::Array(fields) => fields.get(1) == Some(&Value::Int(1)),
+        Value::Map(fields) => fields.first().map(|(_, v)| v) == Some(&Value::Int(1)),
+        other => panic!("not a TRYACQUIRE or ALLOW reply: {other:?}"),
+    }
+}
+
+/// Whether a transaction on one connection, WATCHing `keys`, still commits after `call` ran on
+/// another; and whether `call` granted.
+fn commits_after(server: &Server, keys: &[&str], call: &str) -> (bool, bool) {
     let (mut watcher, mut other) = (server.conn(), server.conn());
     let mut watch = redis::cmd("WATCH");
     for key in keys {
         watch.arg(*key);
     }
     let _: () = watch.query(&mut watcher).unwrap();
-    let _: Value = line(&mut other, call).unwrap();
+    let reply: Value = line(&mut other, call).unwrap();
     let _: () = redis::cmd("MULTI").query(&mut watcher).unwrap();
     let _: () = redis::cmd("PING").query(&mut watcher).unwrap();
     let exec: Value = redis::cmd("EXEC").query(&mut watcher).unwrap();
-    exec != Value::Nil
+    (exec != Value::Nil, granted(&reply))
 }
 
 /// WATCH on a limiter's keys is broken by a call that changes them, as by any Redis write, and
-/// not by a refusal that leaves them as they were (nor by a read).
+/// not by a refusal that leaves them as they were.
 #[test]
 fn watch_is_broken_by_a_grant_not_by_a_refusal() {
     let server = Server::start();
@@ -391,19 +402,58 @@ fn watch_is_broken_by_a_grant_not_by_a_refusal() {
     let three = ["api", "{api}:value", "{api}:permits"];
     for (keys, name) in [(&["solo"][..], "solo"), (&three[..], "api")] {
         for call in ["RATELIMIT.TRYACQUIRE", "RATELIMIT.ALLOW"] {
-            assert!(
-                !commits_after(&server, keys, &format!("{call} {name}")),
-                "{call} {name} granted and left WATCH unbroken"
+            let call = format!("{call} {name}");
+            assert_eq!(
+                commits_after(&server, keys, &call),
+                (false, true),
+                "{call}: a grant"
             );
-            assert!(
-                commits_after(&server, keys, &format!("{call} {name}")),
-                "{call} {name} refused and broke WATCH"
-            );
-            assert!(
-                commits_after(&server, keys, &format!("RATELIMIT.AVAILABLE {name}")),
-                "RATELIMIT.AVAILABLE {name} broke WATCH"
+            assert_eq!(
+                commits_after(&server, keys, &call),
+                (true, false),
+                "{call}: a refusal"
             );
             advance(&mut con, 1100);
         }
+    }
+}
+
+/// Clients caching a limiter's key (CLIENT TRACKING) are told to drop it when a call writes it,
+/// and not when a refusal leaves it as it was. Invalidations arrive in order, so a write to a
+/// sentinel key after the refusal proves that none came before it.
+#[test]
+fn client_tracking_hears_of_grants_not_of_refusals() {
+    let server = Server::start();
+    let mut con = fresh(&server);
+    line::<i64>(&mut con, "RATELIMIT.SETRATE solo 1 1000 ONEKEY").unwrap();
+    line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap();
+    let mut listener = server.conn();
+    listener.set_read_timeout(Some(HANG)).expect("read timeout");
+    let id: i64 = line(&mut listener, "CLIENT ID").unwrap();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.subscribe("__redis__:invalidate").unwrap();
+    let mut next_invalidated = || -> Vec<String> {
+        let message = pubsub.get_message().expect("an invalidation");
+        message.get_payload().expect("a list of keys")
+    };
+    let mut cache = server.conn();
+    let _: () = line(&mut cache, &format!("CLIENT TRACKING on REDIRECT {id}")).unwrap();
+    for (key, name) in [("solo", "solo"), ("{api}:value", "api")] {
+        let call = format!("RATELIMIT.TRYACQUIRE {name}");
+        let track = |cache: &mut Connection| {
+            let _: Value = redis::cmd("GET").arg(key).query(cache).unwrap();
+            let _: Value = redis::cmd("GET").arg("sentinel").query(cache).unwrap();
+        };
+        track(&mut cache);
+        assert!(granted(&line(&mut con, &call).unwrap()), "{call}: a grant");
+        assert_eq!(next_invalidated(), [key], "{call}: a grant");
+        track(&mut cache);
+        assert!(
+            !granted(&line(&mut con, &call).unwrap()),
+            "{call}: a refusal"
+        );
+        let _: () = line(&mut con, "SET sentinel x").unwrap();
+        assert_eq!(next_invalidated(), ["sentinel"], "{call}: a refusal");
+        advance(&mut con, 1100);
     }
 }
