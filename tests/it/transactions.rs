@@ -391,14 +391,21 @@ fn commits_after(server: &Server, keys: &[&str], call: &str) -> (bool, bool) {
     (exec != Value::Nil, granted(&reply))
 }
 
-/// WATCH on a limiter's keys is broken by a call that changes them, as by any Redis write, and
-/// not by a refusal that leaves them as they were.
-#[test]
-fn watch_is_broken_by_a_grant_not_by_a_refusal() {
+/// A server with a limiter of each form, one permit a second: `solo` (ONEKEY) and `api` (three
+/// keys); and a connection on it, its clock frozen.
+fn both_forms_of_one_a_second() -> (Server, Connection) {
     let server = Server::start();
     let mut con = fresh(&server);
     line::<i64>(&mut con, "RATELIMIT.SETRATE solo 1 1000 ONEKEY").unwrap();
     line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap();
+    (server, con)
+}
+
+/// WATCH on a limiter's keys is broken by a call that changes them, as by any Redis write, and
+/// not by a refusal that leaves them as they were.
+#[test]
+fn watch_is_broken_by_a_grant_not_by_a_refusal() {
+    let (server, mut con) = both_forms_of_one_a_second();
     let three = ["api", "{api}:value", "{api}:permits"];
     for (keys, name) in [(&["solo"][..], "solo"), (&three[..], "api")] {
         for call in ["RATELIMIT.TRYACQUIRE", "RATELIMIT.ALLOW"] {
@@ -423,10 +430,7 @@ fn watch_is_broken_by_a_grant_not_by_a_refusal() {
 /// sentinel key after the refusal proves that none came before it.
 #[test]
 fn client_tracking_hears_of_grants_not_of_refusals() {
-    let server = Server::start();
-    let mut con = fresh(&server);
-    line::<i64>(&mut con, "RATELIMIT.SETRATE solo 1 1000 ONEKEY").unwrap();
-    line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap();
+    let (server, mut con) = both_forms_of_one_a_second();
     let mut listener = server.conn();
     listener.set_read_timeout(Some(HANG)).expect("read timeout");
     let id: i64 = line(&mut listener, "CLIENT ID").unwrap();
