@@ -441,33 +441,10 @@ impl<M: Writable> Key<'_, M> {
         RedisString::create_from_slice(self.ctx.ctx, bytes)
     }
 
-    /// A number as a string argument, written on the stack first.
+    /// A number as a string argument, formatted by the server (its `ll2string`, as its own
+    /// commands format the numbers they replicate).
     fn number(&self, n: i64) -> RedisString {
-        let mut buf = [0u8; 20];
-        let mut at = buf.len();
-        let mut rest = n.unsigned_abs();
-        loop {
-            at -= 1;
-            if let Some(digit) = buf.get_mut(at) {
-                *digit = b'0' + (rest % 10) as u8;
-            }
-            rest /= 10;
-            if rest == 0 || at == 0 {
-                break;
-            }
-        }
-        let digits = buf.get(at..).unwrap_or_default();
-        if n < 0 {
-            let mut signed = [0u8; 21];
-            signed[0] = b'-';
-            let len = digits.len() + 1;
-            if let Some(place) = signed.get_mut(1..len) {
-                place.copy_from_slice(digits);
-            }
-            self.string(signed.get(..len).unwrap_or_default())
-        } else {
-            self.string(digits)
-        }
+        ffi_key::decimal(self.ctx, n).unwrap_or_else(|| self.string(n.to_string().as_bytes()))
     }
 
     fn replicate(&self, command: &CStr, args: &[Arg<'_>]) {

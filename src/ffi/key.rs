@@ -575,6 +575,16 @@ impl StaticString {
     }
 }
 
+/// `n` in decimal as a new string; None where the server cannot make one (no server: unit
+/// tests).
+pub(crate) fn decimal(ctx: &Context, n: i64) -> Option<RedisString> {
+    let create = api!(RedisModule_CreateStringFromLongLong)?;
+    // SAFETY: a live context; the new string is owned by the RedisString, whose drop frees it.
+    let string = unsafe { create(ctx.ctx, n) };
+    NonNull::new(string)
+        .map(|string| RedisString::from_redis_module_string(ctx.ctx, string.as_ptr()))
+}
+
 /// One argument of a replicated command.
 pub(crate) enum Arg<'a> {
     String(&'a RedisString),
