@@ -28,7 +28,7 @@
 // Pure logic: no FFI here.
 #![forbid(unsafe_code)]
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::fmt;
 use std::ops::ControlFlow;
@@ -299,9 +299,10 @@ impl PackedLog {
         *self = self.acquired(plan);
     }
 
-    /// The state an acquisition plan leaves, made in one allocation with room for the grant:
-    /// the entries the prune keeps (the oldest go, the log being sorted), then the grant, which
-    /// joins the entry already at its score. The state read stays as it was.
+    /// The state an acquisition plan leaves, in one buffer with room for the grant (a spare one,
+    /// so mostly no allocation): the entries the prune keeps (the oldest go, the log being
+    /// sorted), then the grant, which joins the entry already at its score. The state read stays
+    /// as it was.
     pub fn acquired(&self, plan: &AcquirePlan) -> PackedLog {
         let kept = match plan.prune {
             Prune::Nothing => &self.entries[..],
@@ -311,7 +312,7 @@ impl PackedLog {
                 .unwrap_or_default(),
             Prune::All => &[],
         };
-        let mut entries = Vec::with_capacity(kept.len() + 1);
+        let mut entries = entry_buffer(kept.len() + 1);
         entries.extend_from_slice(kept);
         let mut log = PackedLog {
             config: self.config,
@@ -456,29 +457,42 @@ impl PermitLog for PackedLog {
 }
 
 thread_local! {
-    /// The entry buffer of the last state dropped, emptied, for the next decode: every call
-    /// decodes its limiter's state and drops it, and a short log's allocation and free cost
-    /// more than its decoding. One buffer per thread (the server runs commands on one).
-    static SPARE_ENTRIES: Cell<Vec<Entry>> = const { Cell::new(Vec::new()) };
+    /// The entry buffers of the last states dropped, emptied, for the next ones: a call holds
+    /// at most two states at once (the one it read and the one it writes), and a short log's
+    /// allocation and free cost more than its decoding. One pair per thread (the server runs
+    /// commands on one).
+    static SPARE_ENTRIES: RefCell<[Vec<Entry>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
 }
 
 /// The longest buffer kept spare: a longer log's is freed, so that no more than this is kept.
 const SPARE_MAX: usize = DEFAULT_BUCKETS as usize + 1;
 
-/// An empty entry buffer with room for `count` entries: the spare one if there is one.
+/// An empty entry buffer with room for `count` entries: a spare one if there is one.
 fn entry_buffer(count: usize) -> Vec<Entry> {
-    let mut entries = SPARE_ENTRIES.try_with(Cell::take).unwrap_or_default();
+    let spare = SPARE_ENTRIES.try_with(|spares| {
+        let mut spares = spares.try_borrow_mut().ok()?;
+        spares
+            .iter_mut()
+            .find(|spare| spare.capacity() > 0)
+            .map(std::mem::take)
+    });
+    let mut entries = spare.ok().flatten().unwrap_or_default();
     entries.reserve(count);
     entries
 }
 
-/// Frees the spare entry buffer (at the module's load and unload: nothing kept from another).
+/// Frees the spare entry buffers (at the module's load and unload: nothing kept from another).
 pub fn free_spare_entries() {
-    drop(SPARE_ENTRIES.try_with(Cell::take));
+    let spares = SPARE_ENTRIES.try_with(|spares| {
+        spares
+            .try_borrow_mut()
+            .map(|mut kept| std::mem::take(&mut *kept))
+    });
+    drop(spares);
 }
 
 impl Drop for PackedLog {
-    /// Keeps the entries' buffer spare for the next decode, unless it is long.
+    /// Keeps the entries' buffer spare for the next state, unless it is long or two are kept.
     fn drop(&mut self) {
         let capacity = self.entries.capacity();
         if capacity == 0 || capacity > SPARE_MAX {
@@ -486,8 +500,14 @@ impl Drop for PackedLog {
         }
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
-        // The buffer it replaces, if any, is freed here, outside the cell.
-        drop(SPARE_ENTRIES.try_with(|spare| spare.replace(entries)));
+        // Without a free place it is freed here, after the borrow.
+        let _ = SPARE_ENTRIES.try_with(|spares| {
+            if let Ok(mut spares) = spares.try_borrow_mut() {
+                if let Some(free) = spares.iter_mut().find(|spare| spare.capacity() == 0) {
+                    *free = std::mem::take(&mut entries);
+                }
+            }
+        });
     }
 }
 
@@ -894,22 +914,43 @@ mod tests {
     }
 
     #[test]
-    fn a_dropped_state_leaves_its_buffer_to_the_next_decode() {
+    fn the_two_states_of_a_call_leave_their_buffers_to_the_next_call() {
         free_spare_entries();
         let mut log = PackedLog::new(config(10, 1000, 1), 1);
         for t in [100, 200, 300] {
             grant(&mut log, t, 1);
         }
         let bytes = log.encode();
-        let buffer = log.entries.as_ptr();
         drop(log);
-        let decoded = PackedLog::decode(&bytes).unwrap();
-        assert_eq!(decoded.entries.as_ptr(), buffer);
-        assert_eq!(decoded.entries, [e(100, 1), e(200, 1), e(300, 1)]);
-        // The spare is taken: the next decode allocates its own.
-        let other = PackedLog::decode(&bytes).unwrap();
-        assert_ne!(other.entries.as_ptr(), buffer);
-        assert_eq!(other, decoded);
+        free_spare_entries();
+        // Without spares, each state allocates its own buffer.
+        let (read, written) = (
+            PackedLog::decode(&bytes).unwrap(),
+            PackedLog::decode(&bytes).unwrap(),
+        );
+        let buffers = [read.entries.as_ptr(), written.entries.as_ptr()];
+        assert_ne!(buffers[0], buffers[1]);
+        drop((read, written));
+        // The next call's read and the state its grant leaves take both.
+        let read = PackedLog::decode(&bytes).unwrap();
+        assert_eq!(read.entries, [e(100, 1), e(200, 1), e(300, 1)]);
+        let plan =
+            sliding_log::try_acquire(read.config(), None, &read, 400, 1, Reset::Wanted).unwrap();
+        let written = read.acquired(&plan);
+        assert_eq!(
+            written.entries,
+            [e(100, 1), e(200, 1), e(300, 1), e(400, 1)]
+        );
+        let taken = [read.entries.as_ptr(), written.entries.as_ptr()];
+        assert!(taken.iter().all(|buffer| buffers.contains(buffer)));
+        assert_ne!(taken[0], taken[1]);
+        // A third state finds no spare, and its buffer is freed, not kept, when two are.
+        let third = PackedLog::decode(&bytes).unwrap();
+        assert!(!buffers.contains(&third.entries.as_ptr()));
+        drop((read, written, third));
+        let kept =
+            SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.as_ptr()));
+        assert!(kept.iter().all(|buffer| buffers.contains(buffer)));
         // A long log's buffer is not kept.
         free_spare_entries();
         let mut long = PackedLog::new(config(1000, 100_000, 1), 1);
@@ -917,10 +958,10 @@ mod tests {
             grant(&mut long, 1000 + t, 1);
         }
         assert!(long.entries.capacity() > SPARE_MAX);
-        let long_buffer = long.entries.as_ptr();
         drop(long);
-        let spare = SPARE_ENTRIES.with(Cell::take);
-        assert_ne!(spare.as_ptr(), long_buffer);
+        let kept =
+            SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.capacity()));
+        assert_eq!(kept, [0, 0]);
     }
 
     #[test]
