@@ -1,5 +1,6 @@
 //! Decoding a limiter's configuration from its hash, or taking the one the config cache keeps.
 
+use std::cell::Cell;
 use std::ops::Deref;
 
 use super::dataset::{Dataset, OpenKey};
@@ -42,11 +43,14 @@ impl<F> Fields<F> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Origin {
     /// Decoded from the limiter's hash, with the fields found ([`Fields::present`]), any of
-    /// which may have a TTL of its own.
+    /// which may have a TTL of its own: not asked yet.
     Hash { present: u8 },
+    /// Decoded from the limiter's hash, some of whose fields have TTLs of their own: never kept.
+    WithFieldTtls,
     /// With no field TTL: a ONEKEY limiter's own key; a configuration the config cache kept,
     /// which keeps none whose fields have TTLs and forgets one on any change to its hash (a
-    /// field's new TTL among them); or one a queue kept, by the same rule.
+    /// field's new TTL among them); one a queue kept, by the same rule; or one decoded from the
+    /// hash, whose fields were just found without TTLs.
     WithoutFieldTtls,
     /// The request's `RATE` option: the request creates the limiter.
     Created,
@@ -87,11 +91,20 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
             return Ok(Some((config, Origin::WithoutFieldTtls)));
         }
         let read = self.read_config()?;
+        // The config cache may ask whether the fields have TTLs (HPTTL on some servers); its
+        // answer is kept with the configuration, so a queue keeping it asks no second time.
+        let answer = Cell::new(None);
         self.data.keep_config(self.name, fields, read.config, || {
-            self.without_field_ttls(read.present)
+            let without = self.without_field_ttls(read.present);
+            answer.set(Some(without));
+            without
         });
-        let origin = Origin::Hash {
-            present: read.present,
+        let origin = match answer.get() {
+            Some(true) => Origin::WithoutFieldTtls,
+            Some(false) => Origin::WithFieldTtls,
+            None => Origin::Hash {
+                present: read.present,
+            },
         };
         Ok(Some((read.config, origin)))
     }

@@ -171,7 +171,7 @@ impl<'c, M: OpenMode, D: Dataset> LimiterKeys<'c, M, D> {
     pub fn config_to_keep(&self, resolved: &Resolved<'_, M, D>) -> Option<Config> {
         let configuration = resolved.configuration();
         let keep = match configuration.origin {
-            Origin::Created => false,
+            Origin::Created | Origin::WithFieldTtls => false,
             Origin::WithoutFieldTtls => true,
             Origin::Hash { present } => self.without_field_ttls(present),
         };

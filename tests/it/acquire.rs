@@ -1099,6 +1099,32 @@ fn waiters_are_served_by_the_configuration_a_field_ttl_leaves() {
     panic!("the checks outlasted every TTL tried: {FIELD_TTLS_MS:?} ms");
 }
 
+/// Where the server hides field TTLs from modules (Redis 7.4, Valkey 9), the module asks
+/// `HPTTL` before it keeps a configuration read from the hash: a blocking ACQUIRE that reads it
+/// asks once, for the config cache and for its queue alike.
+#[test]
+fn a_waiter_asks_about_field_ttls_once() {
+    let server = Server::start_with(
+        &["debug-commands", "yes"],
+        &["--enable-debug-command", "yes"],
+    );
+    let mut con = server.conn();
+    if field_ttls(&mut con) != FieldTtls::Hidden {
+        return eprintln!("this server shows field TTLs to modules, or has none: nothing asked");
+    }
+    set_clock(&mut con, T0);
+    setrate(&mut con, "api 2 60000");
+    assert_eq!(try_acquire(&mut con, "api", 2), None);
+    // A change by hand makes the config cache forget the configuration: the next call reads
+    // the hash.
+    assert_eq!(line::<i64>(&mut con, "HSET api rate 2").unwrap(), 0);
+    let asked = command_calls(&mut con, "hpttl");
+    let waiter = park(&server, &mut con, "RATELIMIT.ACQUIRE api");
+    assert_eq!(command_calls(&mut con, "hpttl"), asked + 1);
+    advance(&mut con, 60_000);
+    assert_eq!(served(waiter).reply, Reply::Acquired);
+}
+
 fn waiter_after_a_field_ttl(ttl: i64) -> Option<bool> {
     let server = Server::start_with(
         &["debug-commands", "yes"],
