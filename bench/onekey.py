@@ -461,7 +461,7 @@ def quartiles(values):
     """The first and third quartiles of `values` (both the value itself when there is one)."""
     if len(values) < 2:
         return (values[0], values[0]) if values else (0.0, 0.0)
-    q = statistics.quantiles(values, n=4)
+    q = statistics.quantiles(values, n=4, method="inclusive")
     return q[0], q[2]
 
 
