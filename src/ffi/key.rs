@@ -575,8 +575,8 @@ impl StaticString {
     }
 }
 
-/// `n` in decimal as a new string; None where the server cannot make one (no server: unit
-/// tests).
+/// `n` in decimal as a new string, formatted by the server; None only without the call (every
+/// server has had it since Redis 4.0).
 pub(crate) fn decimal(ctx: &Context, n: i64) -> Option<RedisString> {
     let create = api!(RedisModule_CreateStringFromLongLong)?;
     // SAFETY: a live context; the new string is owned by the RedisString, whose drop frees it.
@@ -614,17 +614,25 @@ pub(crate) fn replicate(ctx: &Context, command: &CStr, args: &[Arg<'_>]) {
     if argv.iter().take(argc).any(|p| p.is_null()) {
         return;
     }
-    if let Some(replicate) = api!(RedisModule_Replicate) {
-        // SAFETY: format "v" takes an array of `argc` live strings and its length.
-        unsafe {
-            replicate(
-                ctx.ctx,
-                command.as_ptr(),
-                c"v".as_ptr(),
-                argv.as_mut_ptr(),
-                argc,
-            );
-        }
+    let Some(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    let (ctx, name, vector) = (ctx.ctx, command.as_ptr(), argv.as_mut_ptr());
+    // One "s" per argument: the server sizes its argument vector from the format, so it is
+    // allocated once. "v" (an array and its length) makes it grow the vector again, a
+    // reallocation on every write, so only the longest commands (an HSET of every field) use
+    // it.
+    // SAFETY: each "s" takes one live string, as many as the format has; "v" takes an array
+    // of `argc` live strings and its length. The server reads them during the call.
+    unsafe {
+        match *argv.get(..argc).unwrap_or_default() {
+            [a] => replicate(ctx, name, c"s".as_ptr(), a),
+            [a, b] => replicate(ctx, name, c"ss".as_ptr(), a, b),
+            [a, b, c] => replicate(ctx, name, c"sss".as_ptr(), a, b, c),
+            [a, b, c, d] => replicate(ctx, name, c"ssss".as_ptr(), a, b, c, d),
+            [a, b, c, d, e] => replicate(ctx, name, c"sssss".as_ptr(), a, b, c, d, e),
+            _ => replicate(ctx, name, c"v".as_ptr(), vector, argc),
+        };
     }
 }
 
