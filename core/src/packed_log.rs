@@ -924,13 +924,17 @@ mod tests {
         let bytes = log.encode();
         drop(log);
         free_spare_entries();
-        // Without spares, each state allocates its own buffer.
-        let (read, written) = (
+        // Two states dropped leave two spares.
+        drop((
             PackedLog::decode(&bytes).unwrap(),
             PackedLog::decode(&bytes).unwrap(),
-        );
-        let buffers = [read.entries.as_ptr(), written.entries.as_ptr()];
-        drop((read, written));
+        ));
+        let spares =
+            || SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.as_ptr()));
+        let free = || {
+            SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.capacity()))
+        };
+        assert!(free().iter().all(|&capacity| capacity > 0));
         // The next call's read and the state its grant leaves take both.
         let read = PackedLog::decode(&bytes).unwrap();
         assert_eq!(read.entries, [e(100, 1), e(200, 1), e(300, 1)]);
@@ -941,14 +945,12 @@ mod tests {
             written.entries,
             [e(100, 1), e(200, 1), e(300, 1), e(400, 1)]
         );
+        assert_eq!(free(), [0, 0], "both spares taken");
         let taken = [read.entries.as_ptr(), written.entries.as_ptr()];
-        assert!(taken.iter().all(|buffer| buffers.contains(buffer)));
-        // A third state's buffer is freed, not kept, when two are.
+        // Dropped, they are the spares again; a third state's buffer is freed, not kept.
         let third = PackedLog::decode(&bytes).unwrap();
         drop((read, written, third));
-        let kept =
-            SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.as_ptr()));
-        assert!(kept.iter().all(|buffer| buffers.contains(buffer)));
+        assert!(spares().iter().all(|buffer| taken.contains(buffer)));
         // A long log's buffer is not kept.
         free_spare_entries();
         let mut long = PackedLog::new(config(1000, 100_000, 1), 1);
@@ -958,9 +960,7 @@ mod tests {
         assert!(long.entries.capacity() > SPARE_MAX);
         let long_buffer = long.entries.as_ptr();
         drop(long);
-        let kept =
-            SPARE_ENTRIES.with(|spares| spares.borrow().each_ref().map(|spare| spare.as_ptr()));
-        assert!(!kept.contains(&long_buffer));
+        assert!(!spares().contains(&long_buffer));
     }
 
     #[test]
