@@ -620,10 +620,11 @@ pub(crate) fn replicate(ctx: &Context, command: &CStr, args: &[Arg<'_>]) {
     let (ctx, name, vector) = (ctx.ctx, command.as_ptr(), argv.as_mut_ptr());
     // One "s" per argument: the server sizes its argument vector from the format, so it is
     // allocated once. "v" (an array and its length) makes it grow the vector again, a
-    // reallocation on every write, so only the longest commands (an HSET of every field) use
-    // it.
-    // SAFETY: each "s" takes one live string, as many as the format has; "v" takes an array
-    // of `argc` live strings and its length. The server reads them during the call.
+    // reallocation on every write, so only commands of six arguments or more (an HSET of three
+    // fields or more) use it.
+    // SAFETY: each "s" takes one pointer to a live string, as many as the format has; "v" takes
+    // a pointer to an array of `argc` live strings, then `argc` as a size_t. The server takes
+    // its own reference to each string; the array is read during the call only.
     unsafe {
         match *argv.get(..argc).unwrap_or_default() {
             [a] => replicate(ctx, name, c"s".as_ptr(), a),
