@@ -581,7 +581,7 @@ def print_cg_table(label, row, c):
     print(f"targets: onekey <= fixed window: {ok / f:.2f}x {'held' if ok <= f else 'MISSED'}; "
           f"redisson / onekey >= 3: {rs / ok:.2f}x {'held' if rs >= 3 * ok else 'MISSED'}; "
           f"onekey <= 1.3x gcra: {ok / g:.2f}x {'held' if ok <= 1.3 * g else 'MISSED'}; "
-          f"the decision alone (TRYACQUIRE ONEKEY / GCRA): {row['try'] / g:.2f}x", flush=True)
+          f"TRYACQUIRE ONEKEY (a one-value reply) / GCRA: {row['try'] / g:.2f}x", flush=True)
 
 
 # ---------------------------------------------------------------- part 3: memory
