@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context, RedisString, RedisValue};
 
 pub(crate) use crate::ffi::key::shows_field_ttls;
 use crate::ffi::key::{self as ffi_key, Arg, RawKey, ScoreBounds, ZAdd};
@@ -192,6 +192,40 @@ impl<'c, M: OpenMode> Key<'c, M> {
 /// cannot (it then signals every such key).
 pub fn init(ctx: &Context) -> bool {
     ffi_key::signal_only_writes(ctx)
+}
+
+/// The commands [`Key::apply`] replicates its writes as. Replicas and the AOF replay them by
+/// name, and the server refuses to replicate a command it does not know by that name.
+pub const REPLICATED_AS: [&str; 10] = [
+    "SET",
+    "HSET",
+    "HDEL",
+    "ZADD",
+    "ZREM",
+    "ZREMRANGEBYSCORE",
+    "ZREMRANGEBYRANK",
+    "PEXPIREAT",
+    "PERSIST",
+    "UNLINK",
+];
+
+/// Those of [`REPLICATED_AS`] the server does not know by their names (`rename-command`): the
+/// module's writes of that kind would reach no replica and no AOF. None if the server does not
+/// say (`COMMAND` itself renamed).
+pub fn unknown_replicated_commands(ctx: &Context) -> Option<Vec<&'static str>> {
+    let mut args = vec!["INFO"];
+    args.extend(REPLICATED_AS);
+    match ctx.call("COMMAND", args.as_slice()) {
+        Ok(RedisValue::Array(found)) if found.len() == REPLICATED_AS.len() => Some(
+            REPLICATED_AS
+                .iter()
+                .zip(&found)
+                .filter(|(_, info)| **info == RedisValue::Null)
+                .map(|(name, _)| *name)
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 impl<M: Writable> Key<'_, M> {
@@ -543,5 +577,28 @@ fn bounds(span: Span) -> ScoreBounds {
         max,
         min_exclusive,
         max_exclusive: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::REPLICATED_AS;
+
+    /// Every command this file replicates a write as is in [`REPLICATED_AS`], which the module
+    /// checks the server knows at load.
+    #[test]
+    fn every_replicated_command_is_checked_at_load() {
+        let source = include_str!("key.rs");
+        let mut named: Vec<&str> = source
+            .split("self.replicate(")
+            .skip(1)
+            .filter_map(|call| call.trim_start().strip_prefix("c\""))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        let mut checked = REPLICATED_AS.to_vec();
+        checked.sort_unstable();
+        assert_eq!(named, checked);
     }
 }

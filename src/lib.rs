@@ -261,6 +261,24 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
+    // Replicas and the AOF get the module's writes as plain commands: under another name
+    // (rename-command) they would get none of them, and a failover would forget every grant.
+    match key::unknown_replicated_commands(ctx) {
+        Some(unknown) if !unknown.is_empty() => {
+            ctx.log_warning(&format!(
+                "ratelimit: not loaded: the module replicates its writes as {}, and this server \
+                 does not know {} by that name (rename-command?)",
+                key::REPLICATED_AS.join(", "),
+                unknown.join(", ")
+            ));
+            return Status::Err;
+        }
+        Some(_) => {}
+        None => ctx.log_warning(
+            "ratelimit: COMMAND INFO did not answer: could not check that this server knows the \
+             commands the module replicates its writes as",
+        ),
+    }
     store::init(ctx);
     if !key::init(ctx) {
         ctx.log_notice("ratelimit: a refusal signals its key modified (WATCH), as every write");

@@ -148,3 +148,49 @@ fn a_configuration_file_sets_them() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Replicas and the AOF get the module's writes as plain commands (SET, HSET, ZADD ...): on a
+/// server that knows one of them by another name (`rename-command`) they would get none of
+/// them, so the module refuses to load there and its log says why. Renaming any other command
+/// is no concern of the module's.
+#[test]
+fn a_server_that_renamed_a_replicated_command_is_refused() {
+    let server = Server::start_plain(&[
+        "--enable-module-command",
+        "yes",
+        "--rename-command",
+        "ZADD",
+        "ZADD_RENAMED",
+    ]);
+    let mut con = server.conn();
+    let loaded: redis::RedisResult<Value> = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module_path().to_string_lossy().as_ref())
+        .query(&mut con);
+    assert!(loaded.is_err(), "loaded: {loaded:?}");
+    let log = server.log();
+    assert!(
+        log.contains("does not know ZADD by that name"),
+        "the log says why:\n{log}"
+    );
+    let modules: Value = line(&mut con, "MODULE LIST").unwrap();
+    assert!(!format!("{modules:?}").contains("ratelimit"), "{modules:?}");
+
+    let server = Server::start_plain(&[
+        "--enable-module-command",
+        "yes",
+        "--rename-command",
+        "FLUSHALL",
+        "FLUSHALL_RENAMED",
+    ]);
+    let mut con = server.conn();
+    let _: Value = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module_path().to_string_lossy().as_ref())
+        .query(&mut con)
+        .expect("MODULE LOAD where an unrelated command is renamed");
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap(),
+        1
+    );
+}
