@@ -261,8 +261,9 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    // Replicas and the AOF get the module's writes as plain commands: under another name
-    // (rename-command) they would get none of them, and a failover would forget every grant.
+    // Replicas and the AOF get the module's writes as plain commands, which the server replicates
+    // only under their own names: one renamed (rename-command), they would silently miss the
+    // writes made as it, and a failover would forget those grants.
     match key::unknown_replicated_commands(ctx) {
         Some(unknown) if !unknown.is_empty() => {
             ctx.log_warning(&format!(

@@ -175,6 +175,7 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
     );
     let modules: Value = line(&mut con, "MODULE LIST").unwrap();
     assert!(!format!("{modules:?}").contains("ratelimit"), "{modules:?}");
+    drop(server);
 
     let server = Server::start_plain(&[
         "--enable-module-command",
@@ -189,6 +190,31 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
         .arg(module_path().to_string_lossy().as_ref())
         .query(&mut con)
         .expect("MODULE LOAD where an unrelated command is renamed");
+    assert_eq!(
+        line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap(),
+        1
+    );
+}
+
+/// Where `COMMAND` itself is renamed the module cannot ask: it loads, and its log says it could
+/// not check.
+#[test]
+fn a_server_that_cannot_say_loads_the_module_with_a_warning() {
+    let server = Server::start_plain(&[
+        "--enable-module-command",
+        "yes",
+        "--rename-command",
+        "COMMAND",
+        "COMMAND_RENAMED",
+    ]);
+    let mut con = server.conn();
+    let _: Value = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module_path().to_string_lossy().as_ref())
+        .query(&mut con)
+        .expect("MODULE LOAD where COMMAND is renamed");
+    let log = server.log();
+    assert!(log.contains("could not check"), "the log says so:\n{log}");
     assert_eq!(
         line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap(),
         1
