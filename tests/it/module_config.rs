@@ -149,24 +149,34 @@ fn a_configuration_file_sets_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Replicas and the AOF get the module's writes as plain commands (SET, HSET, ZADD ...): on a
-/// server that knows one of them by another name (`rename-command`) they would get none of
-/// them, so the module refuses to load there and its log says why. Renaming any other command
-/// is no concern of the module's.
-#[test]
-fn a_server_that_renamed_a_replicated_command_is_refused() {
+/// A server without the module that knows `command` as `renamed`, and what `MODULE LOAD` of the
+/// module answers there.
+fn load_where_renamed(
+    command: &str,
+    renamed: &str,
+) -> (Server, Connection, redis::RedisResult<Value>) {
     let server = Server::start_plain(&[
         "--enable-module-command",
         "yes",
         "--rename-command",
-        "ZADD",
-        "ZADD_RENAMED",
+        command,
+        renamed,
     ]);
     let mut con = server.conn();
-    let loaded: redis::RedisResult<Value> = redis::cmd("MODULE")
+    let loaded = redis::cmd("MODULE")
         .arg("LOAD")
         .arg(module_path().to_string_lossy().as_ref())
         .query(&mut con);
+    (server, con, loaded)
+}
+
+/// Replicas and the AOF get the module's writes as plain commands (SET, HSET, ZADD ...): on a
+/// server that knows one of them by another name (`rename-command`) they would miss the writes
+/// made as it, so the module refuses to load there and its log says why. Renaming another
+/// command does not stop it loading.
+#[test]
+fn a_server_that_renamed_a_replicated_command_is_refused() {
+    let (server, mut con, loaded) = load_where_renamed("ZADD", "ZADD_RENAMED");
     assert!(loaded.is_err(), "loaded: {loaded:?}");
     let log = server.log();
     assert!(
@@ -177,19 +187,8 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
     assert!(!format!("{modules:?}").contains("ratelimit"), "{modules:?}");
     drop(server);
 
-    let server = Server::start_plain(&[
-        "--enable-module-command",
-        "yes",
-        "--rename-command",
-        "FLUSHALL",
-        "FLUSHALL_RENAMED",
-    ]);
-    let mut con = server.conn();
-    let _: Value = redis::cmd("MODULE")
-        .arg("LOAD")
-        .arg(module_path().to_string_lossy().as_ref())
-        .query(&mut con)
-        .expect("MODULE LOAD where an unrelated command is renamed");
+    let (_server, mut con, loaded) = load_where_renamed("FLUSHALL", "FLUSHALL_RENAMED");
+    loaded.expect("MODULE LOAD where an unrelated command is renamed");
     assert_eq!(
         line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap(),
         1
@@ -200,19 +199,8 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
 /// not check.
 #[test]
 fn a_server_that_cannot_say_loads_the_module_with_a_warning() {
-    let server = Server::start_plain(&[
-        "--enable-module-command",
-        "yes",
-        "--rename-command",
-        "COMMAND",
-        "COMMAND_RENAMED",
-    ]);
-    let mut con = server.conn();
-    let _: Value = redis::cmd("MODULE")
-        .arg("LOAD")
-        .arg(module_path().to_string_lossy().as_ref())
-        .query(&mut con)
-        .expect("MODULE LOAD where COMMAND is renamed");
+    let (server, mut con, loaded) = load_where_renamed("COMMAND", "COMMAND_RENAMED");
+    loaded.expect("MODULE LOAD where COMMAND is renamed");
     let log = server.log();
     assert!(log.contains("could not check"), "the log says so:\n{log}");
     assert_eq!(
