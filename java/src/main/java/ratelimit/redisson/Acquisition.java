@@ -152,18 +152,19 @@ final class Acquisition implements WaitGate.Waiter {
     public void ask() {
         String key = limiter.getName();
         CommandBatchService batch = new CommandBatchService(limiter.executor(), ASK_OPTIONS);
+        long sentAt = System.nanoTime();
         RFuture<Long> answer = batch.writeAsync(key, StringCodec.INSTANCE, Commands.ASK,
                 key, permits, "CLIENT", limiter.clientId(), "TICKET", ticket);
         batch.executeAsync().whenComplete((done, error) -> {
             if (error != null) {
-                answered(null, error);
+                answered(sentAt, null, error);
             } else {
-                answer.whenComplete(this::answered);
+                answer.whenComplete((hint, e) -> answered(sentAt, hint, e));
             }
         });
     }
 
-    private void answered(Long hint, Throwable error) {
+    private void answered(long sentAt, Long hint, Throwable error) {
         if (error != null) {
             gate.abandon(this);
             Throwable cause = ModuleSupport.unwrap(error);
@@ -197,7 +198,7 @@ final class Acquisition implements WaitGate.Waiter {
             result.completeExceptionally(cause); // as tryAcquire() would throw it
             return;
         }
-        limiter.module().found();
+        limiter.module().found(sentAt);
         boolean granted = hint == null;
         switch (gate.answered(this, granted)) {
             case GRANTED:
@@ -389,6 +390,8 @@ final class Acquisition implements WaitGate.Waiter {
 
     /** One RATELIMIT.ACQUIRE sent (and resent by Redisson after a reconnect). */
     private final class Attempt {
+        /** When it was sent first: a resend after a reconnect keeps this time, so its reply only looks older. */
+        private final long sentAt = System.nanoTime();
         private volatile boolean replied;
         private volatile boolean granted;
 
@@ -449,7 +452,7 @@ final class Acquisition implements WaitGate.Waiter {
                         "no reply to RATELIMIT.ACQUIRE on " + limiter.getName()));
                 return;
             }
-            limiter.module().found();
+            limiter.module().found(sentAt);
             if (granted) {
                 return;
             }

@@ -28,6 +28,8 @@ final class ModuleSupport {
     private volatile State state = State.UNKNOWN;
     /** System.nanoTime() of the last try of the module while it is missing. */
     private final AtomicLong lastTry = new AtomicLong();
+    /** System.nanoTime() of the last reply that found the module missing. */
+    private volatile long missingAt;
 
     ModuleSupport(String client) {
         this.client = client;
@@ -51,11 +53,19 @@ final class ModuleSupport {
         return state == State.ABSENT;
     }
 
-    void found() {
+    /**
+     * A module command sent at {@code sentAt} (System.nanoTime()) was answered. A reply to a call
+     * sent before the module was last found missing proves nothing now (the module may have been
+     * unloaded since it was sent), so only a newer call's reply ends the fallback.
+     */
+    void found(long sentAt) {
         if (state == State.PRESENT) {
             return;
         }
         synchronized (this) {
+            if (state == State.ABSENT && sentAt - missingAt <= 0) {
+                return;
+            }
             if (state != State.PRESENT) {
                 LOG.info("ratelimit module found (Redisson client {}): rate limiters use its RATELIMIT.* commands", client);
                 state = State.PRESENT;
@@ -64,11 +74,10 @@ final class ModuleSupport {
     }
 
     void missing(Throwable cause) {
-        lastTry.set(System.nanoTime());
-        if (state == State.ABSENT) {
-            return;
-        }
+        long now = System.nanoTime();
+        lastTry.set(now);
         synchronized (this) {
+            missingAt = now;
             if (state != State.ABSENT) {
                 LOG.warn("ratelimit module missing (Redisson client {}: {}): rate limiters use Redisson's own scripts "
                         + "on the same keys; the module is tried again once a minute", client, firstLine(cause));

@@ -88,9 +88,10 @@ public final class NativeRateLimiter implements RRateLimiter {
             return redissonCall.get();
         }
         CompletableFuture<T> result = new CompletableFuture<>();
+        long sentAt = System.nanoTime();
         nativeCall.get().whenComplete((value, error) -> {
             if (error == null) {
-                module.found();
+                module.found(sentAt);
                 result.complete(value);
                 return;
             }
