@@ -244,8 +244,8 @@ impl ffi::config::BoolSetting for DebugCommands {
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let status = load(ctx, args);
     if status == Status::Err {
-        // A failed load gets no deinit: the context kept for the command filter is freed here.
-        ffi::filter::deinit();
+        // A failed load gets no deinit: what was kept with the detached context is freed here.
+        free_detached();
     }
     status
 }
@@ -285,9 +285,16 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_notice("ratelimit: a refusal signals its key modified (WATCH), as every write");
     }
     config_cache::turn(options.config_cache);
-    if !ffi::filter::init(ctx) {
+    ffi::filter::reset();
+    if !ffi::detached::init(ctx) {
         ctx.log_warning(
             "ratelimit: no detached context: CONFIG RESETSTAT will not zero INFO ratelimit",
+        );
+    }
+    if commands::FIELD_NAMES.make() < commands::FIELD_NAMES.len() {
+        ctx.log_notice(
+            "ratelimit: ECHO did not answer at load: replies write their field names as plain \
+             bulk strings (the same bytes, at more cost)",
         );
     }
     stats::turn_counting(options.stats);
@@ -374,9 +381,16 @@ fn deinit(ctx: &Context) -> Status {
     // The tickets, the config cache's strings and the counting's tables, given back to the
     // server now rather than at a next load.
     globals::reset();
-    // The module's detached context, which the command filter is registered with.
-    ffi::filter::deinit();
+    free_detached();
     Status::Ok
+}
+
+/// Frees the field names made at load, then the detached context they and the command filter
+/// were made with.
+fn free_detached() {
+    commands::FIELD_NAMES.free();
+    ffi::filter::reset();
+    ffi::detached::deinit();
 }
 
 /// Who hears which events (see [`events`]).

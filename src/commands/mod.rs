@@ -21,6 +21,8 @@ pub mod throttle;
 pub mod toprefused;
 pub mod tryacquire;
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
@@ -38,6 +40,59 @@ fn outcome_reply(outcome: Outcome) -> RedisValue {
     }
 }
 
+/// A field of the maps ALLOW, ALLOWALL and PEEK reply with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Allowed,
+    Limit,
+    Remaining,
+    RetryAfter,
+    ResetAfter,
+    LimitedBy,
+    OldestAfter,
+}
+
+impl Field {
+    /// Every field, in the order of their discriminants (which index [`FIELD_NAMES`]).
+    const ALL: [Field; 7] = [
+        Field::Allowed,
+        Field::Limit,
+        Field::Remaining,
+        Field::RetryAfter,
+        Field::ResetAfter,
+        Field::LimitedBy,
+        Field::OldestAfter,
+    ];
+
+    const fn name(self) -> &'static CStr {
+        match self {
+            Field::Allowed => c"allowed",
+            Field::Limit => c"limit",
+            Field::Remaining => c"remaining",
+            Field::RetryAfter => c"retry_after",
+            Field::ResetAfter => c"reset_after",
+            Field::LimitedBy => c"limited_by",
+            Field::OldestAfter => c"oldest_after",
+        }
+    }
+
+    /// Its name, as an element of the reply.
+    fn reply(self, ctx: &Context) {
+        FIELD_NAMES.reply(ctx, self as usize);
+    }
+}
+
+/// The fields' names, made at load ([`reply::Names`]): written on every ALLOW and PEEK.
+pub(crate) static FIELD_NAMES: reply::Names<7> = reply::Names::new({
+    let mut names = [c""; 7];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Field::ALL[i].name();
+        i += 1;
+    }
+    names
+});
+
 /// Replies a verdict as ALLOW does: a map (a flat array in RESP2) in the documented order,
 /// which a sorted map type would not keep; with `limited_by` for ALLOWALL.
 fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u8]>>) {
@@ -47,18 +102,18 @@ fn reply_verdict(ctx: &Context, verdict: &Verdict, limited_by: Option<Option<&[u
     };
     let fields = if limited_by.is_some() { 6 } else { 5 };
     reply::map(ctx, fields);
-    for (name, value) in [
-        ("allowed", allowed),
-        ("limit", verdict.limit),
-        ("remaining", verdict.remaining),
-        ("retry_after", retry_after),
-        ("reset_after", verdict.reset_after),
+    for (field, value) in [
+        (Field::Allowed, allowed),
+        (Field::Limit, verdict.limit),
+        (Field::Remaining, verdict.remaining),
+        (Field::RetryAfter, retry_after),
+        (Field::ResetAfter, verdict.reset_after),
     ] {
-        reply::bulk(ctx, name.as_bytes());
+        field.reply(ctx);
         reply::integer(ctx, value);
     }
     if let Some(key) = limited_by {
-        reply::bulk(ctx, b"limited_by");
+        Field::LimitedBy.reply(ctx);
         match key {
             Some(key) => reply::bulk(ctx, key),
             None => reply::null(ctx),
@@ -255,6 +310,15 @@ pub(crate) fn reply_integers(ctx: &Context, numbers: &[i64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_indexes_its_own_name() {
+        for (i, field) in Field::ALL.into_iter().enumerate() {
+            assert_eq!(field as usize, i, "{field:?} out of order in Field::ALL");
+            assert_eq!(FIELD_NAMES.text(i), Some(field.name()));
+        }
+        assert_eq!(FIELD_NAMES.text(Field::ALL.len()), None);
+    }
 
     fn options(args: &[&'static [u8]]) -> Result<AcquireOptions<'static>, Error> {
         let args: &'static [&'static [u8]] = Box::leak(args.to_vec().into_boxed_slice());

@@ -5,8 +5,8 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::client_option;
 use super::doc::{Arg, ArgType, Doc, Keys, CLIENT, KEY, READ};
+use super::{client_option, Field};
 use crate::args::{self, Tokens};
 use crate::blocking;
 use crate::clock;
@@ -103,16 +103,16 @@ fn reply(ctx: &Context, peek: &Peek) {
         Outcome::Wait(ms) => (0, ms),
     };
     let fields = [
-        ("allowed", allowed),
-        ("limit", verdict.limit),
-        ("remaining", verdict.remaining),
-        ("retry_after", retry_after),
-        ("reset_after", verdict.reset_after),
-        ("oldest_after", peek.oldest_after),
+        (Field::Allowed, allowed),
+        (Field::Limit, verdict.limit),
+        (Field::Remaining, verdict.remaining),
+        (Field::RetryAfter, retry_after),
+        (Field::ResetAfter, verdict.reset_after),
+        (Field::OldestAfter, peek.oldest_after),
     ];
     reply::map(ctx, fields.len());
-    for (name, value) in fields {
-        reply::bulk(ctx, name.as_bytes());
+    for (field, value) in fields {
+        field.reply(ctx);
         reply::integer(ctx, value);
     }
 }

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use redis_module::{raw, Context};
+use redis_module::raw;
 
 /// What a filter does with a command. It must be cheap: it runs before every command the
 /// server executes, so it reads only the arguments it needs.
@@ -44,42 +44,19 @@ extern "C" fn filtered<F: Filter>(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     F::command(&FilteredCommand(fctx));
 }
 
-/// The module's own context, kept from load so that the filter can be registered and removed
-/// later, when a setting changes (a detached context lives until the module unloads).
-static MODULE: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
 /// The registered filter, null while there is none.
 static REGISTERED: AtomicPtr<raw::RedisModuleCommandFilter> = AtomicPtr::new(ptr::null_mut());
 
-/// Keeps the module's context for [`watch`]. Called from OnLoad. False if the server refused.
-pub(crate) fn init(ctx: &Context) -> bool {
+/// Forgets a filter of an earlier load (the server drops the module's filters at unload).
+/// Called from OnLoad and at unload.
+pub(crate) fn reset() {
     REGISTERED.store(ptr::null_mut(), Relaxed);
-    let Some(detach) = api!(RedisModule_GetDetachedThreadSafeContext) else {
-        return false;
-    };
-    // SAFETY: called from OnLoad with the module's context; the detached context it returns
-    // belongs to the module and is freed in `deinit` (at unload, or when the load fails).
-    let module = unsafe { detach(ctx.ctx) };
-    MODULE.store(module, Relaxed);
-    !module.is_null()
-}
-
-/// Frees the context [`init`] kept (at unload; the server drops the module's filters itself).
-pub(crate) fn deinit() {
-    REGISTERED.store(ptr::null_mut(), Relaxed);
-    let module = MODULE.swap(ptr::null_mut(), Relaxed);
-    if module.is_null() {
-        return;
-    }
-    if let Some(free) = api!(RedisModule_FreeThreadSafeContext) {
-        // SAFETY: `module` came from GetDetachedThreadSafeContext and is freed once (swapped out).
-        unsafe { free(module) };
-    }
 }
 
 /// Registers `F` (`on`) or removes it, skipping the module's own calls. Only on the main thread,
 /// outside any filter's callback (a setting's change, or OnLoad). False if the server refused.
 pub(crate) fn watch<F: Filter>(on: bool) -> bool {
-    let module = MODULE.load(Relaxed);
+    let module = super::detached::context();
     let registered = REGISTERED.load(Relaxed);
     let already = !registered.is_null();
     if module.is_null() || on == already {

@@ -22,6 +22,7 @@ pub(crate) mod acl;
 pub(crate) mod blocked;
 pub(crate) mod command;
 pub(crate) mod config;
+pub(crate) mod detached;
 pub(crate) mod events;
 pub(crate) mod filter;
 pub(crate) mod info;

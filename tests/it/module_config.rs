@@ -208,3 +208,76 @@ fn a_server_that_cannot_say_loads_the_module_with_a_warning() {
         1
     );
 }
+
+/// The names of a map reply's fields (a RESP3 map, or a RESP2 flat array of pairs), each value
+/// an integer or nil.
+fn field_names(reply: Value) -> Vec<String> {
+    let pairs: Vec<(Value, Value)> = match reply {
+        Value::Map(pairs) => pairs,
+        Value::Array(flat) => flat
+            .chunks(2)
+            .map(|pair| (pair[0].clone(), pair[1].clone()))
+            .collect(),
+        other => panic!("not a map: {other:?}"),
+    };
+    pairs
+        .into_iter()
+        .map(|(name, value)| {
+            assert!(matches!(value, Value::Int(_) | Value::Nil), "{value:?}");
+            match name {
+                Value::BulkString(name) => String::from_utf8(name).expect("utf-8"),
+                other => panic!("a name not a bulk string: {other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// The fields ALLOW, ALLOWALL and PEEK name, in RESP2 then in RESP3.
+fn named_fields(server: &Server) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for mut con in [server.conn(), server.conn_resp3()] {
+        line::<i64>(&mut con, "RATELIMIT.SETRATE api 3 60000").unwrap();
+        for command in [
+            "RATELIMIT.ALLOW api",
+            "RATELIMIT.ALLOWALL 1 api",
+            "RATELIMIT.PEEK api",
+            "RATELIMIT.ALLOW one RATE 3 60000 ONEKEY",
+        ] {
+            out.push(field_names(line(&mut con, command).unwrap()));
+        }
+        line::<i64>(&mut con, "DEL api one").unwrap();
+    }
+    out
+}
+
+/// ALLOW, ALLOWALL and PEEK write their fields' names from replies made once at load (an ECHO
+/// each, none per call). Where ECHO is renamed away the module still loads, says so, and
+/// writes the same names as plain bulk strings.
+#[test]
+fn field_names_are_made_at_load_or_written_plainly() {
+    let (server, mut con, loaded) = load_where_renamed("FLUSHALL", "FLUSHALL_RENAMED");
+    loaded.expect("MODULE LOAD");
+    assert_eq!(command_calls(&mut con, "echo"), 7, "an ECHO per name");
+    let made = named_fields(&server);
+    assert_eq!(command_calls(&mut con, "echo"), 7, "none per call");
+    let verdict = [
+        "allowed",
+        "limit",
+        "remaining",
+        "retry_after",
+        "reset_after",
+    ];
+    let peek = [&verdict[..], &["oldest_after"]].concat();
+    let all = [&verdict[..], &["limited_by"]].concat();
+    for resp in made.chunks(4) {
+        assert_eq!(resp, [&verdict[..], &all, &peek, &verdict]);
+    }
+    assert!(!server.log().contains("ECHO did not answer"));
+    drop(server);
+
+    let (server, _con, loaded) = load_where_renamed("ECHO", "ECHO_RENAMED");
+    loaded.expect("MODULE LOAD where ECHO is renamed");
+    let log = server.log();
+    assert!(log.contains("ECHO did not answer at load"), "{log}");
+    assert_eq!(named_fields(&server), made);
+}
