@@ -73,8 +73,17 @@ final class ModuleSupport {
         }
     }
 
+    /**
+     * A module command was refused as unknown. Unlike {@link #found}, a late refusal is
+     * believed whenever its call was sent: it can only send calls to Redisson's scripts, which
+     * serve them correctly, until the next try of the module a minute later.
+     */
     void missing(Throwable cause) {
-        long now = System.nanoTime();
+        missing(cause, System.nanoTime());
+    }
+
+    /** {@link #missing(Throwable)} at {@code now} (System.nanoTime()); tests give the time. */
+    void missing(Throwable cause, long now) {
         lastTry.set(now);
         synchronized (this) {
             missingAt = now;

@@ -13,21 +13,24 @@ class ModuleSupportTest {
     @Test
     void aReplyToACallSentBeforeTheModuleWentMissingDoesNotEndTheFallback() {
         ModuleSupport module = new ModuleSupport("test");
-        module.found(System.nanoTime());
-        long sentBefore = System.nanoTime();
-        module.missing(UNKNOWN);
+        long t = System.nanoTime();
+        module.found(t);
+        module.missing(UNKNOWN, t + 10);
         // A call sent while the module was loaded is answered after another found it unloaded.
-        module.found(sentBefore);
+        module.found(t + 5);
         assertTrue(module.missing(), "a stale reply leaves the module missing");
+        module.found(t + 10);
+        assertTrue(module.missing(), "so does one to a call sent as the refusal came");
         assertFalse(module.useModule(), "and calls keep to Redisson's scripts until the next try");
     }
 
     @Test
     void aReplyToACallSentAfterTheModuleWentMissingEndsTheFallback() {
         ModuleSupport module = new ModuleSupport("test");
-        module.missing(UNKNOWN);
+        long t = System.nanoTime();
+        module.missing(UNKNOWN, t);
         assertTrue(module.missing());
-        module.found(System.nanoTime());
+        module.found(t + 1);
         assertFalse(module.missing(), "the try's reply proves the module is back");
         assertTrue(module.useModule());
     }
