@@ -293,8 +293,8 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
     }
     if commands::FIELD_NAMES.make() < commands::FIELD_NAMES.len() {
         ctx.log_notice(
-            "ratelimit: ECHO did not answer at load: replies write their field names as plain \
-             bulk strings (the same bytes, at more cost)",
+            "ratelimit: field names not made at load (ECHO renamed?): replies write them as \
+             plain bulk strings (the same bytes, at more cost)",
         );
     }
     stats::turn_counting(options.stats);
@@ -385,8 +385,8 @@ fn deinit(ctx: &Context) -> Status {
     Status::Ok
 }
 
-/// Frees the field names made at load, then the detached context they and the command filter
-/// were made with.
+/// Frees the field names made at load, forgets the command filter, and frees the detached
+/// context they were made with.
 fn free_detached() {
     commands::FIELD_NAMES.free();
     ffi::filter::reset();

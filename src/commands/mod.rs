@@ -27,6 +27,7 @@ use redis_module::{Context, RedisValue};
 
 use crate::args::{self, Tokens, MAX_DURATION_MS, MAX_PERMITS};
 use crate::error::Error;
+use crate::ffi::names::Names;
 use crate::ffi::reply;
 use crate::packed_log;
 use crate::sliding_log::{Config, Mode, Outcome};
@@ -82,8 +83,8 @@ impl Field {
     }
 }
 
-/// The fields' names, made at load ([`reply::Names`]): written on every ALLOW and PEEK.
-pub(crate) static FIELD_NAMES: reply::Names<7> = reply::Names::new({
+/// The fields' names, made at load ([`Names`]): written on every ALLOW and PEEK.
+pub(crate) static FIELD_NAMES: Names<7> = Names::new({
     let mut names = [c""; 7];
     let mut i = 0;
     while i < names.len() {

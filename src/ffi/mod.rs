@@ -27,6 +27,7 @@ pub(crate) mod events;
 pub(crate) mod filter;
 pub(crate) mod info;
 pub(crate) mod key;
+pub(crate) mod names;
 pub(crate) mod reply;
 pub(crate) mod server;
 pub(crate) mod timer;

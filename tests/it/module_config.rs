@@ -149,19 +149,14 @@ fn a_configuration_file_sets_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A server without the module that knows `command` as `renamed`, and what `MODULE LOAD` of the
-/// module answers there.
-fn load_where_renamed(
-    command: &str,
-    renamed: &str,
-) -> (Server, Connection, redis::RedisResult<Value>) {
-    let server = Server::start_plain(&[
-        "--enable-module-command",
-        "yes",
-        "--rename-command",
-        command,
-        renamed,
-    ]);
+/// A server without the module that knows each command of `renames` by its new name, and what
+/// `MODULE LOAD` of the module answers there.
+fn load_where_renamed(renames: &[(&str, &str)]) -> (Server, Connection, redis::RedisResult<Value>) {
+    let mut args = vec!["--enable-module-command", "yes"];
+    for (command, renamed) in renames {
+        args.extend(["--rename-command", command, renamed]);
+    }
+    let server = Server::start_plain(&args);
     let mut con = server.conn();
     let loaded = redis::cmd("MODULE")
         .arg("LOAD")
@@ -176,7 +171,7 @@ fn load_where_renamed(
 /// command does not stop it loading.
 #[test]
 fn a_server_that_renamed_a_replicated_command_is_refused() {
-    let (server, mut con, loaded) = load_where_renamed("ZADD", "ZADD_RENAMED");
+    let (server, mut con, loaded) = load_where_renamed(&[("ZADD", "ZADD_RENAMED")]);
     assert!(loaded.is_err(), "loaded: {loaded:?}");
     let log = server.log();
     assert!(
@@ -187,7 +182,7 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
     assert!(!format!("{modules:?}").contains("ratelimit"), "{modules:?}");
     drop(server);
 
-    let (_server, mut con, loaded) = load_where_renamed("FLUSHALL", "FLUSHALL_RENAMED");
+    let (_server, mut con, loaded) = load_where_renamed(&[("FLUSHALL", "FLUSHALL_RENAMED")]);
     loaded.expect("MODULE LOAD where an unrelated command is renamed");
     assert_eq!(
         line::<i64>(&mut con, "RATELIMIT.SETRATE api 1 1000").unwrap(),
@@ -199,7 +194,7 @@ fn a_server_that_renamed_a_replicated_command_is_refused() {
 /// not check.
 #[test]
 fn a_server_that_cannot_say_loads_the_module_with_a_warning() {
-    let (server, mut con, loaded) = load_where_renamed("COMMAND", "COMMAND_RENAMED");
+    let (server, mut con, loaded) = load_where_renamed(&[("COMMAND", "COMMAND_RENAMED")]);
     loaded.expect("MODULE LOAD where COMMAND is renamed");
     let log = server.log();
     assert!(log.contains("could not check"), "the log says so:\n{log}");
@@ -245,18 +240,21 @@ fn named_fields(server: &Server) -> Vec<Vec<String>> {
         ] {
             out.push(field_names(line(&mut con, command).unwrap()));
         }
-        line::<i64>(&mut con, "DEL api one").unwrap();
+        line::<i64>(&mut con, "UNLINK api one").unwrap();
     }
     out
 }
 
-/// ALLOW, ALLOWALL and PEEK write their fields' names from replies made once at load (an ECHO
-/// each, none per call). Where ECHO is renamed away the module still loads, says so, and
-/// writes the same names as plain bulk strings.
+/// ALLOW, ALLOWALL and PEEK write their fields' names from replies made once at load: an ECHO
+/// each when the server loads the module at startup, none per call, and the same names in RESP2
+/// and RESP3. Where ECHO is renamed away the module loads, says so, and writes the same names
+/// as plain bulk strings; a command renamed ECHO that writes is not run. (That the kept replies
+/// are what a call writes shows only in the instructions `make bench` counts: the bytes are the
+/// same by design.)
 #[test]
 fn field_names_are_made_at_load_or_written_plainly() {
-    let (server, mut con, loaded) = load_where_renamed("FLUSHALL", "FLUSHALL_RENAMED");
-    loaded.expect("MODULE LOAD");
+    let server = Server::start();
+    let mut con = server.conn();
     assert_eq!(command_calls(&mut con, "echo"), 7, "an ECHO per name");
     let made = named_fields(&server);
     assert_eq!(command_calls(&mut con, "echo"), 7, "none per call");
@@ -272,12 +270,32 @@ fn field_names_are_made_at_load_or_written_plainly() {
     for resp in made.chunks(4) {
         assert_eq!(resp, [&verdict[..], &all, &peek, &verdict]);
     }
-    assert!(!server.log().contains("ECHO did not answer"));
+    assert!(!server.log().contains("field names not made"));
     drop(server);
 
-    let (server, _con, loaded) = load_where_renamed("ECHO", "ECHO_RENAMED");
-    loaded.expect("MODULE LOAD where ECHO is renamed");
+    let server = Server::start_plain(&[
+        "--enable-module-command",
+        "yes",
+        "--rename-command",
+        "ECHO",
+        "ECHO_RENAMED",
+        "--rename-command",
+        "DEL",
+        "ECHO",
+    ]);
+    let mut con = server.conn();
+    // Keys the load would delete, were it to run the DEL now named ECHO.
+    line::<()>(&mut con, "MSET allowed 1 limit 1 oldest_after 1").unwrap();
+    redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module_path().to_string_lossy().as_ref())
+        .query::<()>(&mut con)
+        .expect("MODULE LOAD where ECHO is renamed");
     let log = server.log();
-    assert!(log.contains("ECHO did not answer at load"), "{log}");
+    assert!(log.contains("field names not made at load"), "{log}");
     assert_eq!(named_fields(&server), made);
+    assert_eq!(
+        line::<i64>(&mut con, "EXISTS allowed limit oldest_after").unwrap(),
+        3
+    );
 }
