@@ -2,11 +2,11 @@
 //! load as replies of the server's own, then written to a client in one append each.
 //!
 //! `RM_ReplyWithStringBuffer` writes a bulk string as three appends to the client's buffer (its
-//! length, its bytes, the CRLF), and on Redis 7.x prepares the client for each; an ALLOW names
-//! five fields. A reply `RM_Call` made is written by `RM_ReplyWithCallReply` as one append of
-//! its bytes. So each name is made at load as the reply of an `ECHO` and kept until unload. A
-//! name that could not be made (no detached context, `ECHO` renamed away) is written as a
-//! plain bulk string: the same bytes.
+//! length, its bytes, the CRLF), and on Redis 7.0 and 7.2 prepares the client for each; an
+//! ALLOW names five fields. A reply `RM_Call` made is written by `RM_ReplyWithCallReply` as one
+//! append of its bytes. So each name is made at load as the reply of an `ECHO` and kept until
+//! unload. A name that could not be made (no detached context, `ECHO` renamed away) is written
+//! as a plain bulk string: the same bytes.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
