@@ -299,3 +299,20 @@ fn field_names_are_made_at_load_or_written_plainly() {
         3
     );
 }
+
+/// A replica and every node of a cluster make the names at load too (a name not made would
+/// cost every call there, with nothing else to show it).
+#[test]
+fn field_names_are_made_on_a_replica_and_on_cluster_nodes() {
+    let master = Server::start();
+    let replica = Server::start_replica(&master, true);
+    assert_eq!(command_calls(&mut replica.conn(), "echo"), 7);
+    assert!(!replica.log().contains("field names not made"));
+    drop((master, replica));
+
+    let mut cluster = cluster::Cluster::start();
+    for (node, con) in cluster.nodes.iter().zip(&mut cluster.conns) {
+        assert_eq!(command_calls(con, "echo"), 7);
+        assert!(!node.log().contains("field names not made"));
+    }
+}
