@@ -58,9 +58,6 @@ pub struct Key<'c, M: OpenMode> {
     mode: PhantomData<M>,
 }
 
-/// The longest string the server keeps in one allocation with its object (`OBJ_ENCODING_EMBSTR`).
-const EMBEDDED_MAX: usize = 44;
-
 /// Words the replicated commands use, made once.
 static KEEPTTL: StaticString = StaticString::new(b"KEEPTTL");
 static PXAT: StaticString = StaticString::new(b"PXAT");
@@ -304,16 +301,10 @@ impl<M: Writable> Key<'_, M> {
                     None
                 };
                 let string = self.string(value);
-                // A short state is set whole, as SET sets it: one allocation holding the object
-                // and its bytes (an embedded string), so a call on a cold key misses the cache
-                // once for both. A longer one of the same length (a steady limiter) is rewritten
-                // in place; any other gets a string of its exact length. In place for short
-                // states too takes about 2 400 fewer instructions a call, yet measured 5-10% more
-                // server CPU at a million keys at random, in every A/B run so far (callgrind's
-                // cache simulation, which has no TLB, predicted the opposite): see
-                // docs/performance.md.
-                let written = if value.len() > EMBEDDED_MAX
-                    && self.key_type() == KeyType::String
+                // A state (never an embedded string: see packed_log::MIN_STORED_LEN) of the
+                // length the key holds is rewritten in place; any other gets a string of its
+                // exact length.
+                let written = if self.key_type() == KeyType::String
                     && self.raw.value_length() == value.len()
                 {
                     self.raw.set_string(value)
