@@ -525,13 +525,14 @@ fn bucket_end(bucket: i64, precision: i64) -> Option<i64> {
 }
 
 /// The shortest length a state is written at: one byte past the longest string Redis embeds in
-/// its object (44 bytes). The module reads a state with DMA, and the server copies an embedded
-/// string into a new object of its own on every such read, even one that only reads; a longer
-/// string lies apart from its object, so it is read where it lies and, while its length stays,
-/// rewritten there. A limiter of up to about 25 buckets pays 32 bytes for it (`MEMORY USAGE`
-/// 112 B where it was 80 B) and saves about 3 000 instructions a call at random (see
-/// docs/performance.md). Valkey embeds strings of up to about 100 bytes: there a short state
-/// stays embedded and copied on read, as before, and the padding only costs its bytes.
+/// its object (44 bytes). The module reads a state with DMA, and the server replaces an
+/// embedded string with a copy of its own on such a read, even one that only reads: a state set
+/// whole on every grant was copied again by the next call. A longer string lies apart from its
+/// object, so it is read where it lies and, while its length stays, rewritten there. A limiter
+/// of up to about 25 buckets pays 32 bytes for it (`MEMORY USAGE` 112 B where it was 80 B) and
+/// saves about 3 000 instructions a call at random (see docs/performance.md). Valkey 8.1 and
+/// 9.0 embed less than Redis; Valkey 9.1 embeds up to 128 bytes with the key, so there a state
+/// set whole is embedded and copied by its first read, then rewritten in place.
 pub const MIN_STORED_LEN: usize = 45;
 
 /// The length a state of `len` bytes is written at, padded with zeros: at least
