@@ -294,19 +294,20 @@ impl<M: Writable> Key<'_, M> {
                 true
             }
             Effect::SetPacked { value, at } => {
-                // The TTL to keep, read only when no new one is given.
-                let kept = if at.is_none() {
+                // A state (never an embedded string: see packed_log::MIN_STORED_LEN) of the
+                // length the key holds is rewritten in place, which keeps the key's TTL; any
+                // other gets a string of its exact length, which drops it.
+                let in_place =
+                    self.key_type() == KeyType::String && self.raw.value_length() == value.len();
+                // The TTL to restore: read only when no new one is given and a new string
+                // drops the old one.
+                let kept = if at.is_none() && !in_place {
                     self.expires_at()
                 } else {
                     None
                 };
                 let string = self.string(value);
-                // A state (never an embedded string: see packed_log::MIN_STORED_LEN) of the
-                // length the key holds is rewritten in place; any other gets a string of its
-                // exact length.
-                let written = if self.key_type() == KeyType::String
-                    && self.raw.value_length() == value.len()
-                {
+                let written = if in_place {
                     self.raw.set_string(value)
                 } else {
                     self.raw.replace_string(&string)

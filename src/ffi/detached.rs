@@ -1,6 +1,6 @@
 //! The module's detached context, kept from load to unload for what the server ties to a
 //! context beyond one command: the command filter ([`super::filter`]) and the reply names made
-//! at load ([`super::reply::Names`]).
+//! at load ([`super::names::Names`]).
 
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};

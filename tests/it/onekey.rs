@@ -811,6 +811,12 @@ fn delete_expire_and_persist_act_on_the_one_key() {
     assert_eq!(ok::<i64>(&mut con, "RATELIMIT.EXPIRE k 600000"), 1);
     let at: i64 = ok(&mut con, "PEXPIRETIME k");
     assert!(at > 0);
+    // A grant (no KEEPALIVE: no TTL of its own) keeps it, the state rewritten in place.
+    let len: i64 = ok(&mut con, "STRLEN k");
+    advance(&mut con, 100);
+    assert_eq!(try_acquire(&mut con, "k", 1), None);
+    assert_eq!(ok::<i64>(&mut con, "STRLEN k"), len);
+    assert_eq!(ok::<i64>(&mut con, "PEXPIRETIME k"), at);
     assert_eq!(ok::<i64>(&mut con, "RATELIMIT.EXPIRE k 700000 LT"), 0);
     assert_eq!(
         ok::<i64>(&mut con, "RATELIMIT.EXPIRE k 700000 GT CLIENT c"),
