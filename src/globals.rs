@@ -59,6 +59,7 @@ use crate::{blocking, clock, config_cache, events, evictions, observe, stats};
 pub fn reset() {
     stats::reset();
     crate::packed_log::free_spare_entries();
+    crate::last_decoded::forget();
     observe::reset();
     clock::unfreeze();
     events::reset();

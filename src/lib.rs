@@ -28,7 +28,8 @@
 //!
 //! Under them all, the crate `ratelimit-core` (core/): the code that knows nothing of Redis,
 //! used here under the paths it had as modules of this crate (`crate::sliding_log`):
-//! `sliding_log`, `packed_log`, `gcra`, `keyspace` (names, member bytes, a state's identity),
+//! `sliding_log`, `packed_log` (and `last_decoded`, the state it decoded last), `gcra`,
+//! `keyspace` (names, member bytes, a state's identity),
 //! `number` (through `args`) and the sketches of `observe`. The fuzz target reaches this crate
 //! through `fuzzing` alone, under `--cfg fuzzing`; every other module is private, so the
 //! compiler sees dead code.
@@ -67,7 +68,7 @@ mod replay;
 
 // The pure parts, from the core crate, under the paths the module has always used
 // (`crate::sliding_log::Config`).
-use ratelimit_core::{gcra, keyspace, packed_log, sliding_log};
+use ratelimit_core::{gcra, keyspace, last_decoded, packed_log, sliding_log};
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};

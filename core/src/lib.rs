@@ -15,6 +15,7 @@
 
 pub mod gcra;
 pub mod keyspace;
+pub mod last_decoded;
 pub mod number;
 pub mod observe;
 pub mod packed_log;

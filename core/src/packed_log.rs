@@ -97,7 +97,7 @@ impl fmt::Display for FormatError {
 }
 
 /// A ONEKEY limiter's configuration and log, decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct PackedLog {
     config: Config,
     epoch: u32,
@@ -490,6 +490,26 @@ pub fn free_spare_entries() {
             .map(|mut kept| std::mem::take(&mut *kept))
     });
     drop(spares);
+}
+
+impl Clone for PackedLog {
+    /// Into a spare entry buffer, as a decoded state.
+    fn clone(&self) -> Self {
+        let mut entries = entry_buffer(self.entries.len());
+        entries.extend_from_slice(&self.entries);
+        PackedLog {
+            config: self.config,
+            epoch: self.epoch,
+            entries,
+        }
+    }
+
+    /// Into this state's own buffer.
+    fn clone_from(&mut self, source: &Self) {
+        self.config = source.config;
+        self.epoch = source.epoch;
+        self.entries.clone_from(&source.entries);
+    }
 }
 
 impl Drop for PackedLog {

@@ -6,6 +6,7 @@ use super::LimiterKeys;
 use crate::args;
 use crate::error::Error;
 use crate::key::{Effect, KeyType, OpenMode, Writable};
+use crate::last_decoded;
 use crate::packed_log::{FormatError, PackedLog};
 use crate::sliding_log::Config;
 
@@ -23,7 +24,7 @@ impl<M: OpenMode, D: Dataset> LimiterKeys<'_, M, D> {
         }
         let decoded = self
             .hash
-            .read_string(PackedLog::decode)
+            .read_string(last_decoded::decode)
             .unwrap_or(Err(FormatError::Foreign));
         match decoded {
             Ok(log) => Ok(Some(log)),
