@@ -9,14 +9,20 @@
 use std::cell::RefCell;
 
 use crate::packed_log::{FormatError, PackedLog};
+use crate::sliding_log::{Config, Entry};
 
 /// The longest state kept: every log of the default precision (at most 61 entries) is shorter,
-/// and comparing this many bytes costs a fraction of decoding them.
+/// and comparing this many bytes costs a fraction of decoding them. As each entry takes a byte
+/// at least, the most kept is this and about 16 KiB of entries, until the module unloads.
 pub const MAX_KEPT_LEN: usize = 1024;
 
+/// A state's bytes and what they decode to, in buffers of its own (not the spare ones a
+/// decoded state returns when dropped), reused by the next state kept.
 struct Kept {
     bytes: Vec<u8>,
-    log: PackedLog,
+    config: Config,
+    epoch: u32,
+    entries: Vec<Entry>,
 }
 
 thread_local! {
@@ -29,7 +35,11 @@ pub fn decode(bytes: &[u8]) -> Result<PackedLog, FormatError> {
     let copy = LAST.try_with(|last| {
         let last = last.try_borrow().ok()?;
         let kept = last.as_ref().filter(|kept| kept.bytes == bytes)?;
-        Some(kept.log.clone())
+        Some(PackedLog::from_parts(
+            kept.config,
+            kept.epoch,
+            &kept.entries,
+        ))
     });
     if let Ok(Some(log)) = copy {
         return Ok(log);
@@ -47,23 +57,25 @@ fn keep(bytes: &[u8], log: &PackedLog) {
         let Ok(mut last) = last.try_borrow_mut() else {
             return;
         };
-        match last.as_mut() {
-            Some(kept) => {
-                kept.bytes.clear();
-                kept.bytes.extend_from_slice(bytes);
-                kept.log.clone_from(log);
-            }
-            None => {
-                *last = Some(Kept {
-                    bytes: bytes.to_vec(),
-                    log: log.clone(),
-                })
-            }
-        }
+        let kept = last.get_or_insert_with(|| Kept {
+            bytes: Vec::new(),
+            config: *log.config(),
+            epoch: log.epoch(),
+            entries: Vec::new(),
+        });
+        kept.bytes.clear();
+        kept.bytes.extend_from_slice(bytes);
+        kept.config = *log.config();
+        kept.epoch = log.epoch();
+        kept.entries.clear();
+        // Exactly: the buffer grows to the longest log kept, not past it by doubling.
+        kept.entries.reserve_exact(log.entries().len());
+        kept.entries.extend_from_slice(log.entries());
     });
 }
 
-/// Forgets the state kept (at the module's load and unload: nothing kept from another).
+/// Forgets the state kept and frees its buffers (at the module's load and unload: nothing kept
+/// from another).
 pub fn forget() {
     let kept = LAST.try_with(|last| last.try_borrow_mut().map(|mut last| last.take()));
     drop(kept);
@@ -107,8 +119,19 @@ mod tests {
         // Other bytes replace it, and the first are decoded anew, not confused with them.
         assert_eq!(decode(&bytes_b), Ok(b.clone()));
         assert_eq!(kept_bytes().as_deref(), Some(&bytes_b[..]));
-        assert_eq!(decode(&bytes_a), Ok(a));
+        assert_eq!(decode(&bytes_a), Ok(a.clone()));
         assert_eq!(decode(&bytes_b), Ok(b));
+        // Bytes that start as the kept ones, or that they start as, are not them.
+        assert_eq!(decode(&bytes_a), Ok(a.clone()));
+        let shorter = &bytes_a[..bytes_a.len() - 1];
+        assert_eq!(decode(shorter), PackedLog::decode(shorter));
+        assert!(decode(shorter).is_err());
+        let longer = [&bytes_a[..], &[0]].concat();
+        assert!(decode(&longer).is_err());
+        // The same limiter (its epoch too) a grant later differs only in its log.
+        let (one, two) = (state(1, &[100]), state(1, &[100, 200]));
+        assert_eq!(decode(&one.encode()), Ok(one));
+        assert_eq!(decode(&two.encode()), Ok(two));
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl fmt::Display for FormatError {
 }
 
 /// A ONEKEY limiter's configuration and log, decoded.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedLog {
     config: Config,
     epoch: u32,
@@ -126,6 +126,23 @@ impl PackedLog {
     /// give-back never takes permits off a log created anew since.
     pub fn epoch(&self) -> u32 {
         self.epoch
+    }
+
+    /// A state of parts taken from one decoded ([`crate::last_decoded`] keeps them), its entries
+    /// copied into a spare buffer as decoding would.
+    pub(crate) fn from_parts(config: Config, epoch: u32, entries: &[Entry]) -> Self {
+        let mut buffer = entry_buffer(entries.len());
+        buffer.extend_from_slice(entries);
+        PackedLog {
+            config,
+            epoch,
+            entries: buffer,
+        }
+    }
+
+    /// The log's entries, oldest first.
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     /// Whether a configuration keeps a ONEKEY log within [`MAX_ENTRIES`] entries.
@@ -490,26 +507,6 @@ pub fn free_spare_entries() {
             .map(|mut kept| std::mem::take(&mut *kept))
     });
     drop(spares);
-}
-
-impl Clone for PackedLog {
-    /// Into a spare entry buffer, as a decoded state.
-    fn clone(&self) -> Self {
-        let mut entries = entry_buffer(self.entries.len());
-        entries.extend_from_slice(&self.entries);
-        PackedLog {
-            config: self.config,
-            epoch: self.epoch,
-            entries,
-        }
-    }
-
-    /// Into this state's own buffer.
-    fn clone_from(&mut self, source: &Self) {
-        self.config = source.config;
-        self.epoch = source.epoch;
-        self.entries.clone_from(&source.entries);
-    }
 }
 
 impl Drop for PackedLog {

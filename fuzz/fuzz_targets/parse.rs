@@ -1,7 +1,7 @@
 //! Every command's parser (through the module's one fuzzing entry), the number grammar, the
-//! permit-log member decoder, the ONEKEY state's decoder and the observability sketches (from
-//! `ratelimit-core`) on arbitrary bytes: none may panic (a panic inside a command takes the
-//! whole Redis server down), and what they accept must be in range.
+//! permit-log member decoder, the ONEKEY state's decoder (and the state it decoded last) and the
+//! observability sketches (from `ratelimit-core`) on arbitrary bytes: none may panic (a panic
+//! inside a command takes the whole Redis server down), and what they accept must be in range.
 //!
 //! Input layout: the first byte is a separator; the rest, split on it, are the command's
 //! arguments after its name (so any byte, NUL and CR/LF included, can appear in an argument).
@@ -10,6 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratelimit_core::keyspace::{self, StateKeys};
+use ratelimit_core::last_decoded;
 use ratelimit_core::number::{self, MAX_DURATION_MS, MAX_PERMITS};
 use ratelimit_core::observe::{groups::Rule, refused::SpaceSaving};
 use ratelimit_core::packed_log::PackedLog;
@@ -84,6 +85,11 @@ fuzz_target!(|data: &[u8]| {
 /// the same once encoded; the sliding log's plans run over it at any clock, and what they
 /// leave encodes and decodes again.
 fn onekey_state(bytes: &[u8]) {
+    // The state decoded last answers only its own bytes: through it, the same as decoding, both
+    // when the bytes are kept and when they are copied (inputs in turn replace it).
+    for _ in 0..2 {
+        assert_eq!(last_decoded::decode(bytes), PackedLog::decode(bytes));
+    }
     let Ok(log) = PackedLog::decode(bytes) else {
         return;
     };
