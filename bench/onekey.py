@@ -333,9 +333,9 @@ return b - a + 1"""
 
 
 # A ONEKEY contender's keys are each made by its own call, not copied: a state holds an epoch
-# drawn when it is made, so no two limiters hold the same bytes, and the module keeps the state
-# it decoded last (a hot limiter's next call compares the bytes instead of decoding them). Copies
-# of one state would all hit it, as no two users' limiters do.
+# drawn when it is made, so no two limiters hold the same bytes, and the module keeps a state
+# decoded twice in a row (a hot limiter's next call compares the bytes instead of decoding them).
+# Copies of one state would all hit it, as no two users' limiters do.
 OWN_CALL_LUA = """local p, a, b, command = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 for i = a, b do
   local k = p .. i

@@ -28,7 +28,7 @@
 //!
 //! Under them all, the crate `ratelimit-core` (core/): the code that knows nothing of Redis,
 //! used here under the paths it had as modules of this crate (`crate::sliding_log`):
-//! `sliding_log`, `packed_log` (and `last_decoded`, the state it decoded last), `gcra`,
+//! `sliding_log`, `packed_log` (and `last_decoded`, a state kept decoded), `gcra`,
 //! `keyspace` (names, member bytes, a state's identity),
 //! `number` (through `args`) and the sketches of `observe`. The fuzz target reaches this crate
 //! through `fuzzing` alone, under `--cfg fuzzing`; every other module is private, so the

@@ -1,6 +1,6 @@
-//! The ONEKEY state decoded last, kept beside its bytes: a limiter's refusals write nothing, so a
-//! hot limiter's next call reads the very bytes its last one did, and comparing them replaces
-//! decoding them.
+//! A ONEKEY state decoded twice in a row, kept beside its bytes: a limiter's refusals write
+//! nothing, so a hot limiter's next call reads the very bytes its last one did, and comparing
+//! them replaces decoding them.
 //!
 //! Decoding is a pure function of the bytes, so a state kept is right for any key that holds
 //! those bytes, whatever happened to the key in between: the kept state is never stale, only
@@ -13,7 +13,7 @@ use crate::sliding_log::{Config, Entry};
 
 /// The longest state kept: every log of the default precision (at most 61 entries) is shorter,
 /// and comparing this many bytes costs a fraction of decoding them. As each entry takes a byte
-/// at least, the most kept is this and about 16 KiB of entries, until the module unloads.
+/// at least, the most kept is these bytes and about 16 KiB of entries, until the module unloads.
 pub const MAX_KEPT_LEN: usize = 1024;
 
 /// A state's bytes and what they decode to, in buffers of its own (not the spare ones a
@@ -64,6 +64,8 @@ impl Last {
         let mark = mark(bytes);
         if let Some(kept) = &self.kept {
             if Some(kept.mark) == mark && kept.bytes == bytes {
+                #[cfg(test)]
+                tests::COPIES.with(|copies| copies.set(copies.get() + 1));
                 return Ok(PackedLog::from_parts(
                     kept.config,
                     kept.epoch,
@@ -81,9 +83,9 @@ impl Last {
         Ok(log)
     }
 
-    /// Keeps `log` as the state of `bytes`, in the buffers of the state kept before it. Other
-    /// bytes of the same mark only make it keep a state that is not used: a copy is made only
-    /// for bytes equal to the kept ones.
+    /// Keeps `log` as the state of `bytes`, in the buffers of the state kept before it. Bytes of
+    /// another state under the same mark, read just after, are kept as if read twice: harmless,
+    /// as a copy is made only for bytes equal to the kept ones.
     fn keep(&mut self, mark: Mark, bytes: &[u8], log: &PackedLog) {
         let kept = self.kept.get_or_insert_with(|| Kept {
             mark,
@@ -94,11 +96,12 @@ impl Last {
         });
         kept.mark = mark;
         kept.bytes.clear();
+        kept.bytes.reserve_exact(bytes.len());
         kept.bytes.extend_from_slice(bytes);
         kept.config = *log.config();
         kept.epoch = log.epoch();
         kept.entries.clear();
-        // Exactly: the buffer grows to the longest log kept, not past it by doubling.
+        // Exactly, as the bytes: a buffer grows to the longest kept, not past it by doubling.
         kept.entries.reserve_exact(log.entries().len());
         kept.entries.extend_from_slice(log.entries());
     }
@@ -120,6 +123,16 @@ pub fn forget() {
 mod tests {
     use super::*;
     use crate::sliding_log::{self, Mode, Reset};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The copies made of a kept state, on this test's thread.
+        pub(super) static COPIES: Cell<u32> = const { Cell::new(0) };
+    }
+
+    fn copies() -> u32 {
+        COPIES.with(Cell::get)
+    }
 
     fn state(epoch: u32, rate: i64, grants: &[i64]) -> PackedLog {
         let config = Config {
@@ -154,12 +167,16 @@ mod tests {
         forget();
         let (a, b) = (state(1, 10, &[100, 200]), state(2, 10, &[100]));
         let (bytes_a, bytes_b) = (a.encode(), b.encode());
+        let before = copies();
         assert_eq!(read(&bytes_a), Ok(a.clone()));
         assert_eq!(kept_bytes(), None, "seen once");
         assert_eq!(read(&bytes_a), Ok(a.clone()));
         assert_eq!(kept_bytes().as_deref(), Some(&bytes_a[..]), "seen twice");
+        assert_eq!(copies(), before, "decoded both times");
         // Read again: copied from the kept state.
         assert_eq!(read(&bytes_a), Ok(a.clone()));
+        assert_eq!(read(&bytes_a), Ok(a.clone()));
+        assert_eq!(copies(), before + 2);
         // Other bytes, once, leave it kept; twice, replace it.
         assert_eq!(read(&bytes_b), Ok(b.clone()));
         assert_eq!(kept_bytes().as_deref(), Some(&bytes_a[..]));
@@ -218,9 +235,35 @@ mod tests {
         let n = twin.len();
         assert_eq!(twin.get(n - 3), Some(&0), "a padding byte");
         twin[n - 3] = 0xFF;
-        assert_eq!(twin[n - 2..], bytes_a[n - 2..]);
+        let before = copies();
         assert!(read(&twin).is_err());
+        assert_eq!(copies(), before);
         assert_eq!(kept_bytes().as_deref(), Some(&bytes_a[..]));
+    }
+
+    #[test]
+    fn a_state_under_the_kept_ones_mark_is_decoded_and_kept_only_when_read_twice() {
+        forget();
+        // Epochs 0x0001 and 0xFF01: one byte 0x00 against 0xFF, the same length and checksum.
+        let (a, twin) = (state(0x0001, 10, &[100]), state(0xFF01, 10, &[100]));
+        let (bytes_a, bytes_twin) = (a.encode(), twin.encode());
+        assert_ne!(bytes_a, bytes_twin);
+        assert_eq!(mark(&bytes_a), mark(&bytes_twin));
+        for _ in 0..2 {
+            assert_eq!(read(&bytes_a), Ok(a.clone()));
+        }
+        assert_eq!(kept_bytes().as_deref(), Some(&bytes_a[..]));
+        // Once: decoded, not copied, and the kept state stays (its mark was not left as seen).
+        let before = copies();
+        assert_eq!(read(&bytes_twin), Ok(twin.clone()));
+        assert_eq!(copies(), before);
+        assert_eq!(kept_bytes().as_deref(), Some(&bytes_a[..]));
+        // Twice: kept in its place, and the first decoded anew, never copied from it.
+        assert_eq!(read(&bytes_twin), Ok(twin.clone()));
+        assert_eq!(kept_bytes().as_deref(), Some(&bytes_twin[..]));
+        assert_eq!(read(&bytes_a), Ok(a));
+        assert_eq!(read(&bytes_twin), Ok(twin));
+        assert_eq!(copies(), before + 1);
     }
 
     #[test]
