@@ -296,9 +296,15 @@ impl<M: Writable> Key<'_, M> {
             Effect::SetPacked { value, at } => {
                 // A state (never an embedded string: see packed_log::MIN_STORED_LEN) of the
                 // length the key holds is rewritten in place, which keeps the key's TTL; any
-                // other gets a string of its exact length, which drops it.
-                let in_place =
-                    self.key_type() == KeyType::String && self.raw.value_length() == value.len();
+                // other gets a string of its exact length, which drops it. A new key's string is
+                // made at its length and written in place too: a string set whole may be
+                // embedded with its key (Valkey 9.1 embeds up to 128 bytes with it), and the
+                // next read would copy it; one made at its length never is.
+                let in_place = match self.key_type() {
+                    KeyType::String => self.raw.value_length() == value.len(),
+                    KeyType::Empty => true,
+                    _ => false,
+                };
                 // The TTL to restore: read only when no new one is given and a new string
                 // drops the old one.
                 let kept = if at.is_none() && !in_place {

@@ -295,24 +295,26 @@ fn setrate_writes_one_key_in_the_documented_layout() {
 
 /// A state is never a string Redis embeds in its object (44 bytes or less, `embstr`): a read
 /// the module makes replaces an embedded string with a copy. Whatever its log, it is at least
-/// 45 bytes, zeros after the log, and stays `raw` as calls rewrite it in place. (Valkey 9.1
-/// embeds longer strings: there a state set whole is embedded until its first read.)
+/// 45 bytes, zeros after the log, and stays `raw` as calls rewrite it in place. A new key's
+/// state is made at its length, so it is `raw` from its first call on every server (Valkey 9.1
+/// embeds strings of up to 128 bytes with their key when they are set whole).
 #[test]
 fn a_state_is_never_an_embedded_string() {
     let server = Server::start();
     let mut con = server.conn();
-    let valkey = info_field(&mut con, "server", "valkey_version").is_some();
     let encoding =
         |con: &mut Connection, key: &str| ok::<String>(con, &format!("OBJECT ENCODING {key}"));
     set_clock(&mut con, T0);
     ok::<i64>(&mut con, "RATELIMIT.SETRATE k 100 60000 ONEKEY");
-    allow(&mut con, "e RATE 3 1000 ONEKEY");
-    for key in ["k", "e"] {
+    allow(&mut con, "e RATE 3 1000 ONEKEY KEEPALIVE 5000");
+    let _: Value = ok(&mut con, "RATELIMIT.TRYACQUIRE t RATE 3 1000 ONEKEY");
+    for key in ["k", "e", "t"] {
         assert!(raw(&mut con, key).len() >= 45, "{key}");
-        if !valkey {
-            assert_eq!(encoding(&mut con, key), "raw", "{key}");
-        }
+        assert_eq!(encoding(&mut con, key), "raw", "{key}");
     }
+    // Made at its length, the new key's TTL is the one its write gives.
+    assert!(ok::<i64>(&mut con, "PTTL e") > 0);
+    assert_eq!(ok::<i64>(&mut con, "PTTL k"), -1);
     for _ in 0..3 {
         allow(&mut con, "k");
         advance(&mut con, 1000);
