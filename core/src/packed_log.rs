@@ -549,8 +549,8 @@ fn bucket_end(bucket: i64, precision: i64) -> Option<i64> {
 /// of up to about 25 buckets pays 32 bytes for it (`MEMORY USAGE` 112 B where it was 80 B) and
 /// saves about 3 000 instructions a call at random (see docs/performance.md). Valkey 8.1 and
 /// 9.0 embed less than Redis; Valkey 9.1 embeds up to 128 bytes with the key when a string is
-/// set whole, so there a state that grew is embedded and copied by its next read, then
-/// rewritten in place (a new key's state is made at its length, never embedded: see key.rs).
+/// set whole, so there a state whose length changed is embedded and copied by its next read,
+/// then rewritten in place (a new key's state is made at its length, not embedded: see key.rs).
 pub const MIN_STORED_LEN: usize = 45;
 
 /// The length a state of `len` bytes is written at, padded with zeros: at least
