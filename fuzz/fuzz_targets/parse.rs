@@ -1,5 +1,5 @@
 //! Every command's parser (through the module's one fuzzing entry), the number grammar, the
-//! permit-log member decoder, the ONEKEY state's decoder (and the state it decoded last) and the
+//! permit-log member decoder, the ONEKEY state's decoder (and the state it keeps decoded) and the
 //! observability sketches (from `ratelimit-core`) on arbitrary bytes: none may panic (a panic
 //! inside a command takes the whole Redis server down), and what they accept must be in range.
 //!
