@@ -10,6 +10,10 @@ Contenders, each on keys of its own in database 0:
             one-value reply (nil or the wait) where ALLOW names five fields; read beside GCRA
             (whose reply is five integers) it tells the decision's cost from ALLOW's reply's
             (part 2 only);
+- made:     RATELIMIT.ALLOW key alone, on a ONEKEY limiter made once by RATELIMIT.SETRATE key 100
+            60000 ONEKEY KEEPALIVE 60000: how a busy shared limiter is called when it is
+            configured once (hot key only, parts 1 and 2); beside onekey it tells what sending
+            RATE ... KEEPALIVE on every call costs (six more arguments to read and parse);
 - three:    the same without ONEKEY: Redisson's hash, value and permits zset (precision 1 ms);
 - gcra:     the module's GCRA key 99 100 60;
 - fixed:    rate-limit-redis's fixed-window script (PTTL, INCR or SET PX: one key), read at run
@@ -183,18 +187,21 @@ class Contenders:
     # follows would be measured); limits' moving window is in the memory tables.
     CPU = ["onekey", "three", "gcra", "fixed", "redisson"]
     CG = CG_WHO or ["onekey", "try", "three", "gcra", "fixed", "redisson"]
+    # Measured on the hot key only: a limiter configured once is a shared one, not one per user.
+    HOT_ONLY = ["made"]
     LABEL = {
         "onekey": "ALLOW ... ONEKEY (one key)",
         "try": "TRYACQUIRE ... ONEKEY (one key, one-value reply)",
+        "made": "ALLOW key, ONEKEY made once by SETRATE",
         "three": "ALLOW (three keys)",
         "gcra": "GCRA key 99 100 60",
         "fixed": "rate-limit-redis fixed window",
         "redisson": "Redisson RRateLimiter script",
         "limits": "limits moving window",
     }
-    PREFIX = {"onekey": "ok:", "try": "to:", "three": "tk:", "gcra": "g:", "fixed": "fw:", "redisson": "rs:",
+    PREFIX = {"onekey": "ok:", "try": "to:", "made": "om:", "three": "tk:", "gcra": "g:", "fixed": "fw:", "redisson": "rs:",
               "limits": "lm:"}
-    STAT = {"onekey": "ratelimit.allow", "try": "ratelimit.tryacquire", "three": "ratelimit.allow", "gcra": "gcra",
+    STAT = {"onekey": "ratelimit.allow", "try": "ratelimit.tryacquire", "made": "ratelimit.allow", "three": "ratelimit.allow", "gcra": "gcra",
             "fixed": "evalsha", "redisson": "evalsha", "limits": "evalsha"}
 
     def __init__(self, con):
@@ -218,6 +225,8 @@ class Contenders:
         if who == "try":
             return ("RATELIMIT.TRYACQUIRE", name, "RATE", RATE, INTERVAL, "ONEKEY", "KEEPALIVE",
                     KEEPALIVE)
+        if who == "made":
+            return ("RATELIMIT.ALLOW", name)
         if who == "three":
             return ("RATELIMIT.ALLOW", name, "RATE", RATE, INTERVAL, "KEEPALIVE", KEEPALIVE)
         if who == "gcra":
@@ -258,7 +267,7 @@ class Contenders:
         def limits(r):
             assert r in (1, None), r
             return 1 if r == 1 else 0
-        return {"onekey": allow, "try": tryacquire, "three": allow, "gcra": gcra, "fixed": fixed,
+        return {"onekey": allow, "try": tryacquire, "made": allow, "three": allow, "gcra": gcra, "fixed": fixed,
                 "redisson": redisson, "limits": limits}[who]
 
     def populate_script(self, who):
@@ -434,23 +443,22 @@ def cpu(con, c, out):
         label = "hot key" if size == 0 else f"{size:,} keys at random".replace(",", " ")
         con.execute_command("FLUSHALL", "SYNC")
         c.load(con)
+        who_list = c.CPU if size else c.CPU + c.HOT_ONLY
         if size:
             took = create_limiters(con, c, [w for w in c.CPU if w != "gcra"], size)
             print(f"  {label}: created {size} limiters per contender in {took:.0f} s", flush=True)
         else:
-            # The hot key: warmed into its steady state (100 grants a minute, then refusals);
-            # Redisson's limiter made first, as its trySetRate would.
-            con.execute_command("RATELIMIT.SETRATE", "rs:hot", RATE, INTERVAL)
-            for who in c.CPU:
+            make_hot(con, c)
+            for who in who_list:
                 cpu_phase(con, c, who, 0, 0, 300)
         settle(con)
         alive_before = alive(con, c, size) if size else None
         began = time.perf_counter()
-        per = {who: [] for who in c.CPU}
-        main = {who: [] for who in c.CPU}
-        grants = {who: [] for who in c.CPU}
+        per = {who: [] for who in who_list}
+        main = {who: [] for who in who_list}
+        grants = {who: [] for who in who_list}
         for r in range(ROUNDS):
-            order = c.CPU[r % len(c.CPU):] + c.CPU[:r % len(c.CPU)]
+            order = who_list[r % len(who_list):] + who_list[:r % len(who_list)]
             for who in order:
                 us, m, g = cpu_phase(con, c, who, size, 1000 * r + 1)
                 per[who].append(us)
@@ -467,9 +475,9 @@ def cpu(con, c, out):
                              "onekey_over_it": ratio(per, who),
                              "onekey_over_it_main": ratio(main, who),
                              "onekey_over_it_main_quartiles": spread(who),
-                             "granted": statistics.mean(grants[who])} for who in c.CPU}
+                             "granted": statistics.mean(grants[who])} for who in who_list}
         rows[label]["_rounds_s"] = time.perf_counter() - began
-        print_cpu_table(label, rows[label], c, f"{ROUNDS} rounds of {CALLS} calls, "
+        print_cpu_table(label, rows[label], c, who_list, f"{ROUNDS} rounds of {CALLS} calls, "
                         f"{rows[label]['_rounds_s']:.0f} s", flush=True)
         if size:
             after = alive(con, c, size)
@@ -488,14 +496,23 @@ def quartiles(values):
     return q[0], q[2]
 
 
-def print_cpu_table(label, row, c, note, flush=True):
+def make_hot(con, c):
+    """The hot keys' limiters that no contender's own call makes: Redisson's, as its
+    trySetRate would; the ONEKEY limiter `made` calls without RATE. Then each contender's first
+    calls warm its key into its steady state (100 grants a minute, then refusals)."""
+    con.execute_command("RATELIMIT.SETRATE", "rs:hot", RATE, INTERVAL)
+    con.execute_command("RATELIMIT.SETRATE", c.PREFIX["made"] + "hot", RATE, INTERVAL,
+                        "ONEKEY", "KEEPALIVE", KEEPALIVE)
+
+
+def print_cpu_table(label, row, c, who_list, note, flush=True):
     print(f"\nServer CPU per call, {label} ({note}): in the command (INFO commandstats usec, wall "
           f"time) and the server's main thread (INFO cpu, whole server, preemption left out); "
           f"medians of the rounds and of each round's onekey/contender ratio:")
     print("| contender | in command us | main thread us | onekey / it (in command) "
           "| onekey / it (main thread) | its middle half of rounds | granted |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for who in c.CPU:
+    for who in who_list:
         r = row[who]
         q1, q3 = r["onekey_over_it_main_quartiles"]
         print(f"| {c.LABEL[who]} | {r['usec_per_call']:.2f} | {r['main_thread_us_per_call']:.2f} "
@@ -506,6 +523,12 @@ def print_cpu_table(label, row, c, note, flush=True):
         print(f"targets ({what}): onekey <= fixed window: {f:.2f}x {'held' if f <= 1 else 'MISSED'}; "
               f"redisson >= 3x onekey: {1 / rs:.2f}x {'held' if rs <= 1 / 3 else 'MISSED'}; "
               f"onekey <= 1.3x gcra: {g:.2f}x {'held' if g <= 1.3 else 'MISSED'}", flush=flush)
+    if "made" in row:
+        for key, what in (("rounds", "in command"), ("main_rounds", "main thread")):
+            made = [a / b for a, b in zip(row["made"][key], row["gcra"][key])]
+            q1, q3 = quartiles(made)
+            print(f"ALLOW key on a ONEKEY limiter made by SETRATE / GCRA ({what}): "
+                  f"{statistics.median(made):.2f}x ({q1:.2f} to {q3:.2f})", flush=flush)
 
 
 # ---------------------------------------------------------------- part 2: instructions (callgrind)
@@ -530,18 +553,21 @@ def instructions(server, module, out):
         c = Contenders(con)
         for size in [0] + SIZES_CG:
             label = "hot key" if size == 0 else f"{size:,} keys at random".replace(",", " ")
+            who_list = [w for w in c.CG if w not in c.HOT_ONLY]
+            if not size:
+                who_list += [w for w in c.HOT_ONLY if not CG_WHO or w in CG_WHO]
             con.execute_command("FLUSHALL", "SYNC")
             c.load(con)
             if size:
-                took = create_limiters(con, c, [w for w in c.CG if w != "gcra"], size)
+                took = create_limiters(con, c, [w for w in who_list if w != "gcra"], size)
                 print(f"\n  (callgrind) {label}: created in {took:.0f} s", flush=True)
             else:
-                con.execute_command("RATELIMIT.SETRATE", "rs:hot", RATE, INTERVAL)
-                for who in c.CG:
+                make_hot(con, c)
+                for who in who_list:
                     cpu_phase(con, c, who, 0, 0, 300)
             settle(con)
             rows[label] = {}
-            for who in c.CG:
+            for who in who_list:
                 rng = random.Random(77)
                 names = names_for(who, size, rng, CG_CALLS, c)
                 t = now_ms(con)
@@ -570,9 +596,9 @@ def instructions(server, module, out):
                     cycles.setdefault(label, {})[who] = (total["Ir"] + 10 * l1 + 100 * ll) / CG_CALLS
                     misses.setdefault(label, {})[who] = (l1 / CG_CALLS, ll / CG_CALLS)
                 dumps[(label, who)] = new[-1]
-            print_cg_table(label, rows[label], c)
+            print_cg_table(label, rows[label], c, who_list)
             if CG_CACHE:
-                print_cache_table(label, rows[label], cycles[label], misses[label], c)
+                print_cache_table(label, rows[label], cycles[label], misses[label], c, who_list)
     finally:
         proc.terminate(); proc.wait()
     out["instructions"] = rows
@@ -581,22 +607,22 @@ def instructions(server, module, out):
     return dumps
 
 
-def print_cache_table(label, ins, cycles, misses, c):
+def print_cache_table(label, ins, cycles, misses, c, who_list):
     print(f"\nEstimated cycles per call inside the command (callgrind's cache simulation), {label}:")
     print("| contender | instructions | L1 misses | last-level misses | estimated cycles | onekey / it |")
     print("|---|---:|---:|---:|---:|---:|")
-    for who in c.CG:
+    for who in who_list:
         l1, ll = misses[who]
         print(f"| {c.LABEL[who]} | {ins[who]:.0f} | {l1:.1f} | {ll:.1f} | {cycles[who]:.0f} "
               f"| {cycles.get('onekey', 0) / cycles[who]:.2f} |")
 
 
-def print_cg_table(label, row, c):
+def print_cg_table(label, row, c, who_list):
     ok = row["onekey"]
     print(f"\nInstructions per call inside the command (callgrind, {CG_CALLS} calls), {label}:")
     print("| contender | instructions | onekey / it |")
     print("|---|---:|---:|")
-    for who in c.CG:
+    for who in who_list:
         print(f"| {c.LABEL[who]} | {row[who]:.0f} | {ok / row[who]:.2f} |")
     if not all(w in row for w in ("fixed", "redisson", "gcra", "try")):
         return
@@ -605,6 +631,9 @@ def print_cg_table(label, row, c):
           f"redisson / onekey >= 3: {rs / ok:.2f}x {'held' if rs >= 3 * ok else 'MISSED'}; "
           f"onekey <= 1.3x gcra: {ok / g:.2f}x {'held' if ok <= 1.3 * g else 'MISSED'}; "
           f"TRYACQUIRE ONEKEY (a one-value reply) / GCRA: {row['try'] / g:.2f}x", flush=True)
+    if "made" in row:
+        print(f"ALLOW key on a ONEKEY limiter made by SETRATE / GCRA: {row['made'] / g:.2f}x",
+              flush=True)
 
 
 # ---------------------------------------------------------------- part 3: memory
